@@ -1,0 +1,33 @@
+"""flows — exact gradient flows of small neural networks, compared with reduced models
+and theorem bounds.
+
+Importing `flows` switches JAX to float64 (`jax_enable_x64`): gradient flows are
+integrated in double precision by default.
+"""
+
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)
+
+from . import models as models  # noqa: E402
+from ._checks import Check as Check  # noqa: E402
+from ._checks import format_table as format_table  # noqa: E402
+from ._data import TARGETS as TARGETS  # noqa: E402
+from ._data import DataMoments as DataMoments  # noqa: E402
+from ._data import Dataset as Dataset  # noqa: E402
+from ._data import assumption_data as assumption_data  # noqa: E402
+from ._data import from_arrays as from_arrays  # noqa: E402
+from ._data import moments as moments  # noqa: E402
+from ._data import paper_data as paper_data  # noqa: E402
+from ._errors import ConfigError as ConfigError  # noqa: E402
+from ._errors import SolverError as SolverError  # noqa: E402
+from ._losses import squared_error as squared_error  # noqa: E402
+from ._observables import multistage_observables as multistage_observables  # noqa: E402
+from ._problem import Problem as Problem  # noqa: E402
+from ._problem import make_problem as make_problem  # noqa: E402
+from ._simulate import SOLVERS as SOLVERS  # noqa: E402
+from ._simulate import gradient_descent as gradient_descent  # noqa: E402
+from ._simulate import simulate as simulate  # noqa: E402
+from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
+from ._stages import first_crossing as first_crossing  # noqa: E402
+from ._trajectory import Trajectory as Trajectory  # noqa: E402

@@ -1,0 +1,198 @@
+"""Command line: `flows check`, `flows simulate`, `flows derive` (also `python -m flows`).
+
+Exit status: 0 success (no applicable check failed), 1 a check or identity failed,
+2 bad input, 3 a solver failure (the message names the time reached and what to try).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ._errors import ConfigError, SolverError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SOLVER = 0, 1, 2, 3
+
+
+def _experiments():
+    from .experiments import EXPERIMENTS
+
+    return EXPERIMENTS
+
+
+def _positive_float(name):
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number; got {text!r}") from None
+        if not v > 0 or v != v or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be > 0 and finite; got {text}")
+        return v
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="flows",
+        description="Exact gradient flows of small networks vs reduced models and theorems.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("check", help="run an experiment and check the paper's claims")
+    names = sorted(_experiments())
+    c.add_argument("experiment", nargs="?", default="all", choices=names + ["all"])
+    c.add_argument("--quick", action="store_true", help="smaller, faster version")
+    c.add_argument("--out", default="results", help="output folder (default: ./results)")
+
+    s = sub.add_parser("simulate", help="integrate one gradient flow and save trajectory.nc")
+    s.add_argument("experiment", choices=["multistage"])
+    s.add_argument("--m", type=int, default=1000, help="width (default 1000)")
+    s.add_argument("--alpha", type=float, default=1.0, help="init exponent α (default 1)")
+    s.add_argument("--target", default="f1", help="f1, f2 or f3 (default f1)")
+    s.add_argument("--data", default="paper", choices=["paper", "assumption"])
+    s.add_argument("--n", type=int, default=1000, help="number of data points")
+    s.add_argument("--t1", type=float, default=20.0, help="final time (default 20)")
+    s.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
+    s.add_argument("--solver", default="tsit5", help="tsit5, dopri5, dopri8 or kvaerno5")
+    s.add_argument("--rtol", type=float, default=1e-6)
+    s.add_argument("--atol", type=float, default=1e-9)
+    s.add_argument("--n-save", type=int, default=401, help="number of save times")
+    s.add_argument("--save-params", default="ends", choices=["all", "ends", "none"])
+    s.add_argument(
+        "--method",
+        default="flow",
+        choices=["flow", "gd"],
+        help="exact gradient flow (default) or gradient descent",
+    )
+    s.add_argument(
+        "--lr",
+        type=_positive_float("--lr"),
+        default=1e-3,
+        help="learning rate for --method gd (default 1e-3)",
+    )
+    s.add_argument("--out", required=True, help="output folder; writes OUT/trajectory.nc")
+    s.add_argument("--progress", action="store_true")
+
+    d = sub.add_parser("derive", help="check the symbolic derivations (sympy)")
+    d.add_argument("paper", nargs="?", default="all")
+    return p
+
+
+def _cmd_check(args) -> int:
+    from ._checks import any_failed, format_table
+
+    exps = _experiments()
+    names = sorted(exps) if args.experiment == "all" else [args.experiment]
+    failed = False
+    for name in names:
+        mod = exps[name]
+        cfg = mod.default_config(quick=args.quick)
+        start = time.perf_counter()
+        report = mod.run(cfg, Path(args.out))
+        print(
+            f"\n== {name} ({'quick' if args.quick else 'default'}; "
+            f"{time.perf_counter() - start:.0f}s) =="
+        )
+        print(format_table(report.checks))
+        print("wrote:", ", ".join(str(f) for f in report.files))
+        failed |= any_failed(report.checks)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _cmd_simulate(args) -> int:
+    from . import make_problem, multistage_observables
+    from .experiments import multistage as ex
+    from .models import TwoLayer
+
+    cfg = ex.Config(
+        m=args.m,
+        alpha=args.alpha,
+        target=args.target,
+        data=args.data,
+        n=args.n,
+        seed=args.seed,
+        t1=args.t1,
+        solver=args.solver,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
+    data = ex.make_data(cfg)
+    problem = make_problem(TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha), data, key=cfg.seed)
+    if args.method == "flow":
+        from . import simulate
+
+        traj = simulate(
+            problem,
+            t1=cfg.t1,
+            n_save=args.n_save,
+            solver=cfg.solver,
+            rtol=cfg.rtol,
+            atol=cfg.atol,
+            save_params=args.save_params,
+            observables=multistage_observables,
+            progress=args.progress,
+        )
+    else:
+        from . import gradient_descent
+
+        traj = gradient_descent(
+            problem,
+            learning_rate=args.lr,
+            t1=cfg.t1,
+            n_save=args.n_save,
+            save_params=args.save_params,
+            observables=multistage_observables,
+        )
+        if traj.stats["result"] != "successful":
+            raise SolverError(
+                f"gradient descent diverged: {traj.stats['result']}. Try a smaller --lr.",
+                t_reached=float("nan"),
+                reason="diverged",
+            )
+    traj.config["experiment"] = {"name": "multistage", **vars(args)}
+    path = traj.save(Path(args.out) / "trajectory.nc")
+    st = traj.stats
+    print(
+        f"{traj.config['method']}: loss {traj.loss[0]:.6g} → {traj.loss[-1]:.6g} at t = "
+        f"{traj.times[-1]:g}; {st['vf_evals']} gradient evaluations, {st['wall_s']:.2f}s; "
+        f"max energy residual {traj.observables['energy_residual'].max():.2e}"
+    )
+    print("wrote:", path)
+    return EXIT_OK
+
+
+def _cmd_derive(args) -> int:
+    try:
+        from reduced import derive
+    except ImportError as exc:  # pragma: no cover - only before the module exists
+        raise ConfigError(f"symbolic derivations are not available: {exc}") from exc
+    if args.paper not in ("all", *derive.PAPERS):
+        raise ConfigError(f"unknown paper {args.paper!r}; choose one of {['all', *derive.PAPERS]}.")
+    results = derive.run(args.paper)
+    print(derive.format_table(results))
+    return EXIT_FAILED if any(r.status == "fails" for r in results) else EXIT_OK
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            return _cmd_check(args)
+        if args.command == "simulate":
+            return _cmd_simulate(args)
+        return _cmd_derive(args)
+    except ConfigError as exc:
+        print(f"flows: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except SolverError as exc:
+        print(f"flows: solver failure: {exc}", file=sys.stderr)
+        return EXIT_SOLVER
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Errors raised by the toolkit, in the user's terms."""
+
+
+class ConfigError(ValueError):
+    """Bad input: names the argument, what was expected, and what to try.
+
+    The CLI turns it into a message on stderr and exit status 2.
+    """
+
+
+class SolverError(RuntimeError):
+    """A solve that could not reach its final time (max steps, step-size underflow, NaN/Inf).
+
+    Carries the time reached so the caller can report it; nothing partial is returned
+    as if complete.
+    """
+
+    def __init__(self, message: str, *, t_reached: float, reason: str):
+        super().__init__(message)
+        self.t_reached = t_reached
+        self.reason = reason

@@ -1,0 +1,75 @@
+"""Observables of the two-layer family (multi-stage paper), computed inside the solve.
+
+All are functions of (problem, θ, t); the data moments b = E[y x], s² = tr E[xxᵀ]/d are
+recomputed from `problem` inside the jitted solve (cheap: one pass over x).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from reduced.multistage import linearized_solution
+
+__all__ = ["multistage_observables", "relative_w2"]
+
+
+def relative_w2(a, w_norms):
+    """W₂(ρ_|a|, ρ_‖w‖) / W₂(ρ_|a|, δ₀) for the empirical measures of |a_k| and ‖w_k‖.
+
+    In 1-D the W₂ distance between two empirical measures with m atoms each is the RMS
+    difference of the sorted values; W₂(ρ_|a|, δ₀) = RMS(|a|).
+    """
+    sa = jnp.sort(jnp.abs(a))
+    sw = jnp.sort(w_norms)
+    return jnp.sqrt(jnp.mean((sa - sw) ** 2)) / jnp.sqrt(jnp.mean(a**2))
+
+
+def multistage_observables(problem, theta, t):
+    """The multi-stage paper's macroscopic quantities at one time.
+
+    With b = E[y x], b̂ = b/‖b‖, u_k = w_k·b̂ (= w_k¹ under Assumption 2):
+    - `K` = Σ a_k u_k; `Kp` (K′) = Σ (a_k² + u_k²); `K_hat`, `Kp_hat`: the same divided by
+      ‖b‖/s² (the value K saturates at in the linear theory; 1 under A1–A2).
+    - `q_max` = max_{k,i}{|a_k|, |w_kⁱ|}; `w_perp_max` = max_k ‖w_k − u_k b̂‖_∞.
+    - `condensation` = Σ u_k² / Σ ‖w_k‖² (Corollary 2); `a2_over_u2` = Σ a_k² / Σ u_k².
+    - `norm_a`, `norm_w`, `ratio_aw` = ‖a‖/‖w‖; `w2_rel` = relative W₂ (Corollaries 1, 4).
+    - `grad_rel` = ‖∇R‖_∞ / ‖θ‖_∞ (Corollary 3).
+    - `r_max` = max_k (|a_k − ã_k| + |u_k − ũ_k|) against the linearized closed form
+      (eq. 23, growth rate ‖b‖) from the same θ(0).
+    """
+    x, y = problem.x, problem.y
+    n, d = x.shape
+    b = x.T @ y / n
+    s2 = jnp.trace(x.T @ x / n) / d
+    b_norm = jnp.linalg.norm(b)
+    bhat = b / b_norm
+    k_inf = b_norm / s2
+    a, w = theta["a"], theta["w"]
+    u = w @ bhat
+    K = jnp.sum(a * u)
+    Kp = jnp.sum(a**2 + u**2)
+    w_norms = jnp.linalg.norm(w, axis=1)
+    g = problem.grad(theta)
+    leaves_g = jax.tree_util.tree_leaves(g)
+    leaves_t = jax.tree_util.tree_leaves(theta)
+    g_inf = jnp.max(jnp.stack([jnp.max(jnp.abs(v)) for v in leaves_g]))
+    t_inf = jnp.max(jnp.stack([jnp.max(jnp.abs(v)) for v in leaves_t]))
+    a_lin, w_lin = linearized_solution(problem.theta0["a"], problem.theta0["w"], b, t)
+    u_lin = w_lin @ bhat
+    return {
+        "K": K,
+        "Kp": Kp,
+        "K_hat": K / k_inf,
+        "Kp_hat": Kp / k_inf,
+        "q_max": jnp.maximum(jnp.max(jnp.abs(a)), jnp.max(jnp.abs(w))),
+        "w_perp_max": jnp.max(jnp.abs(w - u[:, None] * bhat[None, :])),
+        "condensation": jnp.sum(u**2) / jnp.sum(w**2),
+        "a2_over_u2": jnp.sum(a**2) / jnp.sum(u**2),
+        "norm_a": jnp.linalg.norm(a),
+        "norm_w": jnp.linalg.norm(w),
+        "ratio_aw": jnp.linalg.norm(a) / jnp.linalg.norm(w),
+        "w2_rel": relative_w2(a, w_norms),
+        "grad_rel": g_inf / t_inf,
+        "r_max": jnp.max(jnp.abs(a - a_lin) + jnp.abs(u - u_lin)),
+    }

@@ -1,0 +1,419 @@
+"""Exact gradient flow dθ/dt = −∇L(θ) with diffrax, and the discrete baselines (GD)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._errors import ConfigError, SolverError
+from ._problem import Problem
+from ._trajectory import Trajectory
+
+__all__ = ["SOLVERS", "simulate", "gradient_descent", "Observables"]
+
+#: Solvers by name. Tsit5 (default, 5th order explicit), Dopri5, Dopri8 (tight
+#: tolerances), Kvaerno5 (implicit, for stiff runs; forms the dense Hessian, so small
+#: problems only).
+SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
+    "tsit5": diffrax.Tsit5,
+    "dopri5": diffrax.Dopri5,
+    "dopri8": diffrax.Dopri8,
+    "kvaerno5": diffrax.Kvaerno5,
+}
+_IMPLICIT = {"kvaerno5"}
+#: The implicit solver materializes the (n_params × n_params) Jacobian; refuse beyond this.
+MAX_IMPLICIT_PARAMS = 4000
+
+#: An observables function: (problem, θ, t) → {name: array}. Evaluated inside the solve.
+Observables = Callable[[Problem, dict, jax.Array], dict]
+
+
+def _no_observables(problem, theta, t):
+    return {}
+
+
+def _tree_sq_norm(tree) -> jax.Array:
+    return sum(jnp.vdot(v, v) for v in jax.tree_util.tree_leaves(tree))
+
+
+def _save_times(t0: float, t1: float, ts, n_save: int) -> np.ndarray:
+    if ts is None:
+        if not (isinstance(n_save, int) and n_save >= 2):
+            raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
+        return np.linspace(t0, t1, n_save)
+    ts = np.asarray(ts, dtype=np.float64)
+    if ts.ndim != 1 or ts.size < 2:
+        raise ConfigError(
+            f"`ts` must be a 1-D array of at least 2 save times; got shape {ts.shape}."
+        )
+    if not np.all(np.isfinite(ts)) or np.any(np.diff(ts) <= 0):
+        raise ConfigError("`ts` must be finite and strictly increasing.")
+    if ts[0] < t0 or ts[-1] > t1:
+        raise ConfigError(f"`ts` must lie within [t0, t1] = [{t0}, {t1}]; got [{ts[0]}, {ts[-1]}].")
+    return ts
+
+
+def _check_common(t0, t1, rtol, atol, save_params):
+    for name, val in (("t0", t0), ("t1", t1)):
+        if not (isinstance(val, (int, float)) and math.isfinite(val)):
+            raise ConfigError(f"`{name}` must be a finite number; got {val!r}.")
+    if not t1 > t0:
+        raise ConfigError(f"`t1` must be > t0 = {t0}; got t1 = {t1}.")
+    if rtol is not None and not (math.isfinite(rtol) and rtol > 0):
+        raise ConfigError(f"`rtol` must be > 0 (e.g. 1e-6); got {rtol!r}.")
+    if atol is not None and not (math.isfinite(atol) and atol > 0):
+        raise ConfigError(f"`atol` must be > 0 (e.g. 1e-9); got {atol!r}.")
+    if save_params not in ("all", "ends", "none"):
+        raise ConfigError(
+            f"`save_params` must be 'all', 'ends' or 'none'; got {save_params!r} "
+            "('none' keeps only observables, for very wide networks)."
+        )
+
+
+def _param_save_times(ts: np.ndarray, save_params: str) -> np.ndarray:
+    return {"all": ts, "ends": ts[[0, -1]], "none": ts[:0]}[save_params]
+
+
+class _Counter:
+    """Counts vector-field calls from inside jitted code (host callback)."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+
+
+_COUNTER = _Counter()
+#: Compiled solves, keyed by settings and the problem's structure and shapes, so repeated
+#: runs (seeds, benchmarks, sweeps over equal shapes) compile once.
+_COMPILED: dict = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _FlowSettings:
+    solver: str
+    rtol: float
+    atol: float
+    max_steps: int
+    dt0: float | None
+    count_evals: bool
+    progress: bool
+    observables: Callable
+
+
+def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
+    obs_fn = settings.observables
+
+    def vector_field(t, y, prob):
+        theta, _ = y
+        if settings.count_evals:
+            jax.debug.callback(_COUNTER)
+        g = prob.grad(theta)
+        return jax.tree_util.tree_map(jnp.negative, g), _tree_sq_norm(g)
+
+    def save_obs(t, y, prob):
+        theta, energy = y
+        out = dict(obs_fn(prob, theta, t))
+        out["loss"] = prob.loss(theta)
+        out["energy"] = energy
+        return out
+
+    subs = [
+        diffrax.SubSaveAt(ts=ts, fn=save_obs),
+        diffrax.SubSaveAt(t1=True, fn=lambda t, y, prob: (t, y[0])),
+    ]
+    if pts.shape[0]:
+        subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
+    meter = diffrax.TextProgressMeter() if settings.progress else diffrax.NoProgressMeter()
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        SOLVERS[settings.solver](),
+        t0,
+        t1,
+        settings.dt0,
+        (problem.theta0, jnp.zeros(())),
+        args=problem,
+        saveat=diffrax.SaveAt(subs=subs),
+        stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
+        max_steps=settings.max_steps,
+        throw=False,
+        progress_meter=meter,
+    )
+
+
+def simulate(
+    problem: Problem,
+    *,
+    t1: float,
+    t0: float = 0.0,
+    solver: str = "tsit5",
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    ts=None,
+    n_save: int = 201,
+    save_params: str = "ends",
+    observables: Observables | None = None,
+    max_steps: int = 200_000,
+    dt0: float | None = None,
+    progress: bool = False,
+    count_evals: bool = True,
+    throw: bool = True,
+) -> Trajectory:
+    """Integrate the exact gradient flow dθ/dt = −∇L(θ) from θ(t0) = `problem.theta0`.
+
+    The state is (θ, E) with Ė = ‖∇L‖², so the energy identity L(0) − L(t) = E(t) is an
+    accuracy certificate computed alongside (observable `energy_residual`).
+
+    **Arguments:**
+    - `problem`: the objective and θ(0) (`flows.make_problem`).
+    - `t1`, `t0`: time span (physical time of the flow).
+    - `solver`: one of `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5').
+    - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
+    - `ts` or `n_save`: save times (default `n_save` equally spaced points on [t0, t1]).
+    - `save_params`: θ at every save time ('all'), at the first and last ('ends'), or
+      never ('none'; observables only, for very wide networks).
+    - `observables`: (problem, θ, t) → dict of arrays, evaluated inside the solve at each
+      save time; `loss` and the energy terms are always recorded.
+    - `max_steps`: solver step budget. `dt0`: initial step (None: chosen automatically).
+    - `progress`: print a progress meter. `count_evals`: count vector-field calls
+      (host callback; cheap on CPU).
+    - `throw`: raise `SolverError` when the solve fails (default). With `throw=False` the
+      partial trajectory is returned with `stats["result"]` naming the failure and
+      `stats["t_reached"]`.
+
+    **Returns:** a `Trajectory`.
+    """
+    _check_common(t0, t1, rtol, atol, save_params)
+    if solver not in SOLVERS:
+        raise ConfigError(f"`solver` must be one of {sorted(SOLVERS)}; got {solver!r}.")
+    if solver in _IMPLICIT and problem.n_params > MAX_IMPLICIT_PARAMS:
+        raise ConfigError(
+            f"solver {solver!r} forms the dense {problem.n_params}×{problem.n_params} Hessian; "
+            f"it is limited to {MAX_IMPLICIT_PARAMS} parameters. Use 'tsit5' (explicit) for "
+            "wide networks."
+        )
+    if not (isinstance(max_steps, int) and max_steps >= 1):
+        raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
+    ts = _save_times(t0, t1, ts, n_save)
+    pts = _param_save_times(ts, save_params)
+    settings = _FlowSettings(
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        dt0=dt0,
+        count_evals=count_evals,
+        progress=progress,
+        observables=observables or _no_observables,
+    )
+    args = (problem, jnp.asarray(ts), jnp.asarray(pts), jnp.asarray(t0), jnp.asarray(t1))
+    key = (settings, jax.tree_util.tree_structure(problem), len(ts), len(pts)) + tuple(
+        (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
+    )
+    start = time.perf_counter()
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = eqx.filter_jit(_solve_flow).lower(settings, *args).compile()
+        _COMPILED[key] = compiled
+    compile_s = time.perf_counter() - start
+    _COUNTER.n = 0
+    start = time.perf_counter()
+    sol = compiled(settings, *args)
+    jax.block_until_ready(sol.ys)
+    wall_s = time.perf_counter() - start
+    counter = _COUNTER
+
+    obs = {k: np.asarray(v) for k, v in sol.ys[0].items()}
+    t_reached, theta_end = sol.ys[1]
+    t_reached = float(np.asarray(t_reached).reshape(-1)[0])
+    ok = bool(sol.result == diffrax.RESULTS.successful)
+    stats = {
+        "result": "successful" if ok else _failure_reason(problem, sol, theta_end),
+        "t_reached": t_reached,
+        "steps": int(sol.stats["num_steps"]),
+        "accepted_steps": int(sol.stats["num_accepted_steps"]),
+        "rejected_steps": int(sol.stats["num_rejected_steps"]),
+        "vf_evals": counter.n if count_evals else -1,
+        "compile_s": compile_s,
+        "wall_s": wall_s,
+    }
+    config = {
+        "method": f"gradient flow ({solver})",
+        "problem": problem.describe(),
+        "solver": solver,
+        "rtol": rtol,
+        "atol": atol,
+        "t0": t0,
+        "t1": t1,
+        "max_steps": max_steps,
+        "dt0": dt0,
+        "save_params": save_params,
+        "dtype": str(jnp.asarray(problem.x).dtype),
+    }
+    if not ok and throw:
+        raise SolverError(
+            f"gradient-flow solve stopped at t = {t_reached:.6g} of t1 = {t1}: {stats['result']}. "
+            + _advice(stats["result"], solver),
+            t_reached=t_reached,
+            reason=stats["result"],
+        )
+    loss0 = float(problem.loss(problem.theta0))
+    obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
+    params = {}
+    if len(pts):
+        params = {k: np.asarray(v) for k, v in sol.ys[2].items()}
+    return Trajectory(
+        times=ts,
+        observables=obs,
+        param_times=pts,
+        params=params,
+        stats=stats,
+        config=config,
+        param_dims=problem.model.param_dims(),
+        data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
+    )
+
+
+def _failure_reason(problem: Problem, sol, theta_end) -> str:
+    finite = all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(theta_end))
+    if finite:
+        g = problem.grad(theta_end)
+        finite = all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(g))
+    if not finite:
+        return "non-finite (NaN/Inf) state or gradient"
+    if sol.result == diffrax.RESULTS.max_steps_reached:
+        acc, rej = int(sol.stats["num_accepted_steps"]), int(sol.stats["num_rejected_steps"])
+        if rej > acc:
+            return f"step size collapsed ({rej} rejected vs {acc} accepted steps)"
+        return "max_steps reached"
+    return diffrax.RESULTS[sol.result]
+
+
+def _advice(reason: str, solver: str) -> str:
+    if reason.startswith("non-finite"):
+        return (
+            "Check the data and initialization for overflow; a smaller init scale or a "
+            "tighter rtol may help."
+        )
+    if reason.startswith("step size"):
+        return "The flow is stiff here: try solver='kvaerno5' (small problems) or a looser rtol."
+    stiff = "" if solver in _IMPLICIT else " or a stiff solver ('kvaerno5', small problems)"
+    return f"Increase `max_steps`, shorten `t1`, loosen `rtol`{stiff}."
+
+
+def gradient_descent(
+    problem: Problem,
+    *,
+    learning_rate: float,
+    t1: float,
+    n_save: int = 201,
+    save_params: str = "ends",
+    observables: Observables | None = None,
+) -> Trajectory:
+    """Discrete gradient descent θ ← θ − η∇L(θ) (forward Euler with step η), the papers'
+    stand-in for gradient flow; time t = η · steps.
+
+    Runs round(t1/η) steps, saving at `n_save` equally spaced step counts (rounded to whole
+    steps, so save times are exact multiples of η). `energy` accumulates η·Σ‖∇L‖² (the
+    Riemann sum of the energy identity).
+    """
+    _check_common(0.0, t1, None, None, save_params)
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ConfigError(f"`learning_rate` must be > 0; got {learning_rate!r}.")
+    n_steps = int(round(t1 / learning_rate))
+    if n_steps < 1:
+        raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")
+    if not (isinstance(n_save, int) and n_save >= 2):
+        raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
+    save_steps = np.unique(np.round(np.linspace(0, n_steps, n_save)).astype(np.int64))
+    ts = save_steps * learning_rate
+    pts_idx = {"all": np.arange(len(ts)), "ends": np.array([0, len(ts) - 1]), "none": []}[
+        save_params
+    ]
+    obs_fn = observables or _no_observables
+    lr = jnp.asarray(learning_rate)
+
+    def record(prob, theta, energy, t):
+        out = dict(obs_fn(prob, theta, t))
+        out["loss"] = prob.loss(theta)
+        out["energy"] = energy
+        return out
+
+    def run_chunk(carry, n, prob):
+        def body(_, c):
+            theta, energy = c
+            g = prob.grad(theta)
+            theta = jax.tree_util.tree_map(lambda p, gi: p - lr * gi, theta, g)
+            return theta, energy + lr * _tree_sq_norm(g)
+
+        return jax.lax.fori_loop(0, n, body, carry)
+
+    @eqx.filter_jit
+    def chunk(carry, n, prob):
+        return run_chunk(carry, n, prob)
+
+    @eqx.filter_jit
+    def rec(carry, t, prob):
+        return record(prob, carry[0], carry[1], t)
+
+    carry = (problem.theta0, jnp.zeros(()))
+    start = time.perf_counter()
+    jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))  # compile outside the timing
+    jax.block_until_ready(rec(carry, jnp.asarray(0.0), problem))
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    records, thetas = [], []
+    keep = set(np.asarray(pts_idx, dtype=int).tolist())
+    prev = 0
+    for i, step in enumerate(save_steps):
+        if step > prev:
+            carry = chunk(carry, jnp.asarray(int(step - prev)), problem)
+            prev = int(step)
+        records.append(rec(carry, jnp.asarray(ts[i]), problem))
+        if i in keep:
+            thetas.append(carry[0])
+    jax.block_until_ready(records[-1])
+    wall_s = time.perf_counter() - start
+    obs = {k: np.stack([np.asarray(r[k]) for r in records]) for k in records[0]}
+    loss0 = float(problem.loss(problem.theta0))
+    obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
+    params = {}
+    if thetas:
+        params = {k: np.stack([np.asarray(t[k]) for t in thetas]) for k in thetas[0]}
+    finite = np.all(np.isfinite(obs["loss"]))
+    stats = {
+        "result": "successful" if finite else "non-finite loss (learning rate too large?)",
+        "t_reached": float(ts[-1]),
+        "steps": n_steps,
+        "accepted_steps": n_steps,
+        "rejected_steps": 0,
+        "vf_evals": n_steps,
+        "compile_s": compile_s,
+        "wall_s": wall_s,
+    }
+    config = {
+        "method": f"gradient descent (lr={learning_rate})",
+        "problem": problem.describe(),
+        "learning_rate": learning_rate,
+        "t1": float(ts[-1]),
+        "save_params": save_params,
+    }
+    return Trajectory(
+        times=ts,
+        observables=obs,
+        param_times=ts[np.asarray(pts_idx, dtype=int)],
+        params=params,
+        stats=stats,
+        config=config,
+        param_dims=problem.model.param_dims(),
+        data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
+    )

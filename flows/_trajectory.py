@@ -1,0 +1,131 @@
+"""`Trajectory`: what a run returns, and its labelled xarray/netCDF form."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["Trajectory", "versions", "write_atomic"]
+
+
+def versions() -> dict[str, str]:
+    """Versions of the libraries a result depends on (saved with every result)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("flows-theory", "jax", "jaxlib", "diffrax", "equinox", "numpy", "sympy", "xarray"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+@dataclasses.dataclass
+class Trajectory:
+    """A run of gradient flow (or of a discrete baseline) on a `Problem`.
+
+    **Attributes:**
+    - `times` (T,): save times. `observables`: name → array with leading axis T
+      (always `loss`, `energy` = ∫₀ᵗ‖∇L‖², `energy_residual` = |L(0) − L(t) − energy|).
+    - `param_times` (P,), `params`: name → array with leading axis P (θ at chosen times;
+      P = 0 when none were stored).
+    - `stats`: solver statistics (steps accepted/rejected, vector-field evaluations,
+      compile and run wall time). `config`: problem, solver settings and anything else
+      needed to reproduce the run. `param_dims`: dimension names of each parameter.
+    """
+
+    times: np.ndarray
+    observables: dict[str, np.ndarray]
+    param_times: np.ndarray
+    params: dict[str, np.ndarray]
+    stats: dict
+    config: dict
+    param_dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    data: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @property
+    def loss(self) -> np.ndarray:
+        return self.observables["loss"]
+
+    def at(self, name: str, t: float) -> float:
+        """Observable `name` linearly interpolated at time `t` (within the saved range)."""
+        if not self.times[0] <= t <= self.times[-1]:
+            raise ValueError(
+                f"t = {t} lies outside the saved range [{self.times[0]}, {self.times[-1]}]."
+            )
+        return float(np.interp(t, self.times, self.observables[name]))
+
+    def param(self, name: str, which: int = -1) -> np.ndarray:
+        if self.params == {} or len(self.param_times) == 0:
+            raise ValueError("no parameters were stored; rerun with save_params='ends' or 'all'.")
+        return self.params[name][which]
+
+    def to_dataset(self) -> xr.Dataset:
+        """Labelled form: coordinate `time`; `loss(time)` and every observable; parameters on
+        `time` too (NaN at times where θ was not stored; `param_saved(time)` says where)."""
+        coords = {"time": self.times}
+        data = {}
+        for name, arr in self.observables.items():
+            arr = np.asarray(arr)
+            dims = ("time",) + tuple(f"{name}_{i}" for i in range(1, arr.ndim))
+            data[name] = (dims, arr)
+        if len(self.param_times):
+            idx = np.array([int(np.argmin(np.abs(self.times - t))) for t in self.param_times])
+            if not np.allclose(self.times[idx], self.param_times, rtol=0, atol=1e-12):
+                raise ValueError("parameter save times must be among the observable save times")
+            saved = np.zeros(len(self.times), dtype=np.int8)
+            saved[idx] = 1
+            data["param_saved"] = (("time",), saved)
+            for name, arr in self.params.items():
+                full = np.full((len(self.times),) + arr.shape[1:], np.nan)
+                full[idx] = arr
+                dims = self.param_dims.get(name) or tuple(
+                    f"{name}_dim{i}" for i in range(1, arr.ndim)
+                )
+                data[name] = (("time",) + tuple(dims), full)
+        if "x" in self.data:
+            data["x"] = (("sample", "dim"), np.asarray(self.data["x"]))
+            y = np.asarray(self.data["y"])
+            data["y"] = (("sample",) + tuple(f"y_{i}" for i in range(1, y.ndim)), y)
+        ds = xr.Dataset(data, coords=coords)
+        ds.attrs["config"] = json.dumps(self.config, default=str)
+        ds.attrs["stats"] = json.dumps(self.stats, default=float)
+        ds.attrs["versions"] = json.dumps(versions())
+        for key in ("method", "solver", "rtol", "atol", "learning_rate"):
+            if key in self.config:
+                ds.attrs[key] = str(self.config[key])
+        if "loss" in ds:
+            ds["loss"].attrs["description"] = str(self.config.get("problem", {}).get("loss", ""))
+        return ds
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write netCDF (compressed) atomically: a crash never leaves a half-written file."""
+        ds = self.to_dataset()
+        encoding = {v: {"zlib": True, "complevel": 4} for v in ds.data_vars}
+        return write_atomic(
+            path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+        )
+
+
+def write_atomic(path: str | os.PathLike, write) -> Path:
+    """Call `write(tmp_path)` then rename onto `path` (same folder, so the rename is atomic)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)  # keep the unique name; writers create the file themselves
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path

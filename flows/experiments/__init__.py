@@ -1,0 +1,10 @@
+"""Experiments: one module per paper, each with `Config`, `default_config(quick)` and
+`run(config, out_dir)` returning a `Report` (checks, files, results)."""
+
+from . import multistage as multistage
+from .base import Report as Report
+
+#: Registry used by `flows check`; adding a paper adds one entry.
+EXPERIMENTS = {"multistage": multistage}
+
+__all__ = ["EXPERIMENTS", "Report", "multistage"]

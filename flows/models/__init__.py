@@ -1,0 +1,8 @@
+"""Model families. Each is an `AbstractModel`: static hyper-parameters, `init(key)` and
+`__call__(params, x)`; parameters are a separate pytree integrated by `flows.simulate`."""
+
+from .base import AbstractModel as AbstractModel
+from .two_layer import ACTIVATIONS as ACTIVATIONS
+from .two_layer import TwoLayer as TwoLayer
+
+__all__ = ["AbstractModel", "TwoLayer", "ACTIVATIONS"]

@@ -1,0 +1,111 @@
+"""Two-layer networks f_θ(x) = Σ_k a_k σ(w_kᵀx [+ c_k]) of the multi-stage paper."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._errors import ConfigError
+from .base import AbstractModel
+
+
+def _scaled_erf(z):
+    return 0.5 * math.sqrt(math.pi) * jax.scipy.special.erf(z)
+
+
+#: Built-in tanh-like activations: σ(0) = 0, σ′(0) = 1, σ″(0) = 0, bounded σ‴ (Assumption 3).
+ACTIVATIONS: dict[str, Callable] = {
+    "tanh": jnp.tanh,
+    "sin": jnp.sin,
+    "erf": _scaled_erf,  # √π/2 · erf(z), so σ′(0) = 1
+}
+
+
+def activation_taylor(sigma: Callable) -> tuple[float, float, float, float]:
+    """σ(0), σ′(0), σ″(0), σ‴(0) by automatic differentiation."""
+    d1 = jax.grad(sigma)
+    d2 = jax.grad(d1)
+    d3 = jax.grad(d2)
+    z = jnp.float64(0.0) if jax.config.jax_enable_x64 else jnp.float32(0.0)
+    return tuple(float(f(z)) for f in (sigma, d1, d2, d3))  # type: ignore[return-value]
+
+
+class TwoLayer(AbstractModel):
+    """f_θ(x) = Σ_{k=1}^m a_k σ(w_kᵀx + c_k), c_k present only with `bias=True`.
+
+    Initialization (multi-stage paper): a_k ~ N(0, m^{-2α}), w_k ~ N(0, m^{-2α} I_d)
+    (and c_k ~ N(0, m^{-2α}) with biases), i.e. standard deviation m^{-α}.
+
+    **Arguments:** `m` width (≥ 1), `d` input dimension (≥ 1), `alpha` init exponent (any
+    real; the theorems need α > 1/2 and report "not applicable" otherwise), `activation`
+    a name in `ACTIVATIONS` or a callable, `bias` whether to add first-layer biases.
+    """
+
+    m: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    alpha: float = eqx.field(static=True)
+    activation: str | Callable = eqx.field(static=True, default="tanh")
+    bias: bool = eqx.field(static=True, default=False)
+
+    def __check_init__(self):
+        if not (isinstance(self.m, int) and self.m >= 1):
+            raise ConfigError(f"`m` (the width) must be an integer ≥ 1; got {self.m!r}.")
+        if not (isinstance(self.d, int) and self.d >= 1):
+            raise ConfigError(f"`d` (the input dimension) must be an integer ≥ 1; got {self.d!r}.")
+        if not math.isfinite(self.alpha):
+            raise ConfigError(f"`alpha` must be a finite number; got {self.alpha!r}.")
+        if isinstance(self.activation, str) and self.activation not in ACTIVATIONS:
+            raise ConfigError(
+                f"`activation` must be one of {sorted(ACTIVATIONS)} or a callable; "
+                f"got {self.activation!r}."
+            )
+
+    @property
+    def sigma(self) -> Callable:
+        if isinstance(self.activation, str):
+            return ACTIVATIONS[self.activation]
+        return self.activation
+
+    def tanh_like(self) -> tuple[bool, str]:
+        """Whether σ meets Assumption 3 at 0 (σ(0) = 0, σ′(0) = 1, σ″(0) = 0), with a reason."""
+        s0, s1, s2, _ = activation_taylor(self.sigma)
+        ok = abs(s0) < 1e-12 and abs(s1 - 1) < 1e-12 and abs(s2) < 1e-12
+        if ok:
+            return True, "σ(0)=0, σ′(0)=1, σ″(0)=0"
+        return False, f"σ is not tanh-like: σ(0)={s0:.3g}, σ′(0)={s1:.3g}, σ″(0)={s2:.3g}"
+
+    def init(self, key: PRNGKeyArray) -> dict[str, Array]:
+        std = float(self.m) ** (-self.alpha)
+        ka, kw, kc = jax.random.split(key, 3)
+        params = {
+            "a": std * jax.random.normal(ka, (self.m,)),
+            "w": std * jax.random.normal(kw, (self.m, self.d)),
+        }
+        if self.bias:
+            params["c"] = std * jax.random.normal(kc, (self.m,))
+        return params
+
+    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, " n"]:
+        pre = x @ params["w"].T
+        if self.bias:
+            pre = pre + params["c"]
+        return self.sigma(pre) @ params["a"]
+
+    def param_dims(self) -> dict[str, tuple[str, ...]]:
+        return {"a": ("neuron",), "w": ("neuron", "dim"), "c": ("neuron",)}
+
+    def describe(self) -> dict:
+        act = self.activation if isinstance(self.activation, str) else repr(self.activation)
+        return {
+            "family": "two-layer",
+            "m": self.m,
+            "d": self.d,
+            "alpha": self.alpha,
+            "activation": act,
+            "bias": self.bias,
+        }
