@@ -21,10 +21,13 @@ from ._data import moments as moments  # noqa: E402
 from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
+from ._losses import cross_entropy as cross_entropy  # noqa: E402
+from ._losses import logistic as logistic  # noqa: E402
 from ._losses import squared_error as squared_error  # noqa: E402
 from ._observables import multistage_observables as multistage_observables  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
+from ._simulate import CLOCKS as CLOCKS  # noqa: E402
 from ._simulate import SOLVERS as SOLVERS  # noqa: E402
 from ._simulate import gradient_descent as gradient_descent  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402

@@ -1,7 +1,9 @@
-"""Losses, in numerically stable forms. Each maps (predictions, targets) to a scalar."""
+"""Losses, in numerically stable forms. Each maps (predictions, targets) to a scalar and
+carries a `description` saved with results (the exact objective being integrated)."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 
@@ -12,4 +14,28 @@ def squared_error(pred, y):
 
 squared_error.description = "R = 1/(2n) * sum_i (f(x_i) - y_i)^2 (mean squared error / 2)"
 
-LOSSES = {"squared_error": squared_error}
+
+def cross_entropy(logits, labels):
+    """Mean softmax cross-entropy (1/n) Σ_i [logsumexp(z_i) − z_i,y_i]; finite for any logits.
+
+    `logits` (n, k); `labels` (n,) integers in [0, k).
+    """
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    picked = jnp.take_along_axis(logits, labels[:, None].astype(jnp.int32), axis=-1)[:, 0]
+    return jnp.mean(lse - picked)
+
+
+cross_entropy.description = "(1/n) * sum_i [logsumexp(z_i) - z_i[y_i]] (mean cross-entropy)"
+
+
+def logistic(pred, y):
+    """Mean logistic loss (1/n) Σ_i log(1 + exp(−y_i f(x_i))), labels y ∈ {−1, +1}.
+
+    Evaluated as logaddexp(0, −q): no overflow for large margins of either sign.
+    """
+    return jnp.mean(jnp.logaddexp(0.0, -y * pred))
+
+
+logistic.description = "(1/n) * sum_i log(1 + exp(-y_i f(x_i))) (mean logistic loss)"
+
+LOSSES = {"squared_error": squared_error, "cross_entropy": cross_entropy, "logistic": logistic}
