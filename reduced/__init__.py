@@ -4,8 +4,15 @@ Pure theory; never imports `flows`. One module per paper:
 
 - `reduced.multistage` — linearized flow, descent-stage and logistic laws, Table 1 and
   the bounds of Theorems 1–3 (multi-stage loss curves).
+- `reduced.bias_plateau` — the tensor-power bias ODE, its early-phase closed form and
+  blow-up times (bias / interpolation plateau).
+- `reduced.linear_teacher` — region-wise form of clustered leaky-ReLU nets, PAR margins,
+  smoothed margin (linear teachers).
+- `reduced.derive` — sympy derivations of all of the above (`flows derive`).
 """
 
+from . import bias_plateau as bias_plateau
+from . import linear_teacher as linear_teacher
 from . import multistage as multistage
 
-__all__ = ["multistage"]
+__all__ = ["bias_plateau", "linear_teacher", "multistage"]

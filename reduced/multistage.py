@@ -291,16 +291,22 @@ def normalization(s2: float, b_norm: float) -> Normalization:
 def plateau_departure_terms(a, w, c4: float, b3: float, sigma3: float = -2.0):
     """Third-order terms f_k, g_k of §4.3.2 for d = 1 (σ‴(0) = −2 for tanh).
 
-    f_k = −(1/6) c₄ σ‴(0) (Σ_l a_l w_l³) w_k + (1/6) b₃ σ‴(0) w_k³,
+    f_k = −(1/6) c₄ σ‴(0) (Σ_l a_l w_l³) w_k + (1/6) b₃ σ‴(0) w_k³
+          − (1/6) c₄ σ‴(0) (Σ_l a_l w_l) w_k³,
     g_k = −(1/6) c₄ σ‴(0) (Σ_l a_l w_l³) a_k + (1/2) b₃ σ‴(0) a_k w_k²
           − (1/2) σ‴(0) c₄ (Σ_l a_l w_l) a_k w_k²,
-    with c₄ = E x⁴ and b₃ = E[f x³]. As printed in the paper; `reduced.derive` re-derives
-    them from the Taylor expansion of the risk.
+    with c₄ = E x⁴ and b₃ = E[f x³]. The paper (and THEORY.md) print f_k without its last
+    term; `reduced.derive.multistage` re-derives both from the Taylor expansion of the
+    risk (the term comes from (Σ_l a_l w_l x − f) · σ‴(0) w_k³ x³ / 6).
     """
     a, w = jnp.asarray(a), jnp.asarray(w)
     s_aw3 = jnp.sum(a * w**3)
     s_aw = jnp.sum(a * w)
-    f = -(1 / 6) * c4 * sigma3 * s_aw3 * w + (1 / 6) * b3 * sigma3 * w**3
+    f = (
+        -(1 / 6) * c4 * sigma3 * s_aw3 * w
+        + (1 / 6) * b3 * sigma3 * w**3
+        - (1 / 6) * c4 * sigma3 * s_aw * w**3
+    )
     g = (
         -(1 / 6) * c4 * sigma3 * s_aw3 * a
         + 0.5 * b3 * sigma3 * a * w**2
