@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rtol", type=float, default=1e-6)
     s.add_argument("--atol", type=float, default=1e-9)
     s.add_argument("--n-save", type=int, default=401, help="number of save times")
+    s.add_argument("--max-steps", type=int, default=200_000, help="solver step budget")
     s.add_argument("--save-params", default="ends", choices=["all", "ends", "none"])
     s.add_argument(
         "--method",
@@ -135,6 +136,7 @@ def _cmd_simulate(args) -> int:
             save_params=args.save_params,
             observables=multistage_observables,
             progress=args.progress,
+            max_steps=args.max_steps,
         )
     else:
         from . import gradient_descent

@@ -86,13 +86,21 @@ def _param_save_times(ts: np.ndarray, save_params: str) -> np.ndarray:
 
 
 class _Counter:
-    """Counts vector-field calls from inside jitted code (host callback)."""
+    """Counts vector-field calls, and those that returned NaN/Inf, from inside jitted code
+    (host callback). Non-finite trial stages are normally rejected by the step-size
+    controller; when a solve then fails, this count names the cause."""
 
     def __init__(self):
         self.n = 0
+        self.nonfinite = 0
 
-    def __call__(self):
+    def reset(self):
+        self.n = 0
+        self.nonfinite = 0
+
+    def __call__(self, bad):
         self.n += 1
+        self.nonfinite += int(bad)
 
 
 _COUNTER = _Counter()
@@ -123,9 +131,10 @@ def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
 
     def vector_field(s, y, prob):
         theta, _ = y
-        if settings.count_evals:
-            jax.debug.callback(_COUNTER)
         g = prob.grad(theta)
+        if settings.count_evals:
+            bad = ~jnp.isfinite(_tree_sq_norm(g))
+            jax.debug.callback(_COUNTER, bad)
         h = jnp.exp(s) if log_clock else 1.0  # dt/ds
         return jax.tree_util.tree_map(lambda v: -h * v, g), h * _tree_sq_norm(g)
 
@@ -249,7 +258,7 @@ def simulate(
         compiled = eqx.filter_jit(_solve_flow).lower(settings, *args).compile()
         _COMPILED[key] = compiled
     compile_s = time.perf_counter() - start
-    _COUNTER.n = 0
+    _COUNTER.reset()
     start = time.perf_counter()
     sol = compiled(settings, *args)
     jax.block_until_ready(sol.ys)
@@ -258,10 +267,11 @@ def simulate(
 
     obs = {k: np.asarray(v) for k, v in sol.ys[0].items()}
     t_reached, theta_end = sol.ys[1]
+    theta_end = jax.tree_util.tree_map(lambda v: v[0], theta_end)  # drop the length-1 save axis
     t_reached = float(np.asarray(t_reached).reshape(-1)[0])
     ok = bool(sol.result == diffrax.RESULTS.successful)
     stats = {
-        "result": "successful" if ok else _failure_reason(problem, sol, theta_end),
+        "result": "successful" if ok else _failure_reason(problem, sol, theta_end, _COUNTER),
         "t_reached": t_reached,
         "steps": int(sol.stats["num_steps"]),
         "accepted_steps": int(sol.stats["num_accepted_steps"]),
@@ -308,13 +318,18 @@ def simulate(
     )
 
 
-def _failure_reason(problem: Problem, sol, theta_end) -> str:
+def _failure_reason(problem: Problem, sol, theta_end, counter: _Counter) -> str:
     finite = all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(theta_end))
     if finite:
         g = problem.grad(theta_end)
         finite = all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(g))
     if not finite:
         return "non-finite (NaN/Inf) state or gradient"
+    if counter.nonfinite:
+        return (
+            f"non-finite (NaN/Inf) vector field in {counter.nonfinite} of {counter.n} "
+            "evaluations: trial steps leave the region where the loss is finite"
+        )
     if sol.result == diffrax.RESULTS.max_steps_reached:
         acc, rej = int(sol.stats["num_accepted_steps"]), int(sol.stats["num_rejected_steps"])
         if rej > acc:

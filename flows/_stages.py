@@ -46,7 +46,8 @@ def detect_stages_from_loss(times, loss, *, rel_threshold: float = 0.1, smooth: 
     `plateau_end` (first t with r ≥ threshold; the end of the initial plateau),
     `descent_end` (first t after the steepest point with r < threshold), and
     `next_descent` (first later t with r ≥ threshold again: the end of the secondary
-    plateau), each NaN when not reached, plus `peak_rate` and `threshold`.
+    plateau), each NaN when not reached (all NaN for a curve that does not decay beyond
+    rounding), plus `peak_rate` and `threshold`.
     """
     t = np.asarray(times, dtype=float)
     L = np.asarray(loss, dtype=float)
@@ -60,7 +61,8 @@ def detect_stages_from_loss(times, loss, *, rel_threshold: float = 0.1, smooth: 
     thr = rel_threshold * peak
     out = {"plateau_end": np.nan, "descent_end": np.nan, "next_descent": np.nan}
     out.update(peak_rate=peak, threshold=thr, rate=rate)
-    if not peak > 0:
+    # a curve that never decays by more than rounding has no stages
+    if not peak * (t[-1] - t[0]) > 1e-9 * max(float(np.max(np.abs(L))), 1e-300):
         return out
     above = rate >= thr
     i_peak = int(np.argmax(rate))

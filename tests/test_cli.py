@@ -1,0 +1,146 @@
+"""The command line: exit codes, files written, nothing half-written on failure."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+import xarray as xr
+
+from flows import _cli
+from flows.experiments import multistage as ex
+
+
+def test_simulate_writes_trajectory(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = _cli.main(
+        [
+            "simulate",
+            "multistage",
+            "--m",
+            "50",
+            "--n",
+            "100",
+            "--t1",
+            "0.5",
+            "--n-save",
+            "21",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    ds = xr.open_dataset(out / "trajectory.nc")
+    assert ds["loss"].dims == ("time",) and ds.sizes["time"] == 21
+    assert ds["a"].dims == ("time", "neuron") and ds.sizes["neuron"] == 50
+    assert "tsit5" in ds.attrs["solver"]
+    assert "wrote:" in capsys.readouterr().out
+
+
+def test_simulate_gd(tmp_path):
+    out = tmp_path / "gd"
+    code = _cli.main(
+        [
+            "simulate",
+            "multistage",
+            "--m",
+            "20",
+            "--n",
+            "50",
+            "--t1",
+            "0.05",
+            "--method",
+            "gd",
+            "--lr",
+            "1e-3",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    assert "gradient descent" in xr.open_dataset(out / "trajectory.nc").attrs["config"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--alpha", "1", "--t1", "-1"], "t1"),
+        (["--t1", "0"], "t1"),
+        (["--rtol", "0"], "rtol"),
+        (["--atol=-1e-9"], "atol"),
+        (["--solver", "euler"], "solver"),
+        (["--target", "f9"], "target"),
+        (["--m", "0"], "m"),
+    ],
+)
+def test_simulate_bad_input_exit_2(tmp_path, capsys, args, message):
+    out = tmp_path / "bad"
+    code = _cli.main(["simulate", "multistage", "--out", str(out), *args])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_solver_failure_exit_3(tmp_path, capsys):
+    out = tmp_path / "fail"
+    code = _cli.main(
+        [
+            "simulate",
+            "multistage",
+            "--m",
+            "20",
+            "--n",
+            "50",
+            "--t1",
+            "5",
+            "--max-steps",
+            "3",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "stopped at t = " in err and "max_steps" in err
+    assert not (out / "trajectory.nc").exists()
+
+
+def test_argparse_errors_exit_2():
+    with pytest.raises(SystemExit) as info:
+        _cli.main(["check", "nonexistent"])
+    assert info.value.code == 2
+
+
+def test_check_exit_codes(tmp_path, monkeypatch, capsys):
+    tiny = ex.Config(
+        m=200,
+        data="assumption",
+        target="f2",
+        n=50,
+        t1=12.0,
+        sweep_m=(100, 400),
+        sweep_alpha=(1.0, 1.25),
+        sweep_seeds=(0,),
+        sweep_n=40,
+    )
+    monkeypatch.setattr(ex, "default_config", lambda quick=False: tiny)
+    code = _cli.main(["check", "multistage", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "claim" in out and "verdict" in out
+    assert (tmp_path / "multistage" / "results.json").exists()
+    assert code == (1 if "FAILS" in out else 0)
+    # a failing applicable check gives exit 1
+    broken = dataclasses.replace(tiny, slope_tol=1e-9)
+    monkeypatch.setattr(ex, "default_config", lambda quick=False: broken)
+    assert _cli.main(["check", "multistage", "--out", str(tmp_path)]) == 1
+
+
+def test_derive_exit_codes(capsys):
+    assert _cli.main(["derive", "multistage"]) == 0
+    assert "proved" in capsys.readouterr().out
+    assert _cli.main(["derive", "no-such-paper"]) == 2
+
+
+def test_python_dash_m_is_the_same_program():
+    res = subprocess.run([sys.executable, "-m", "flows", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and "check" in res.stdout and "simulate" in res.stdout

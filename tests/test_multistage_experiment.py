@@ -1,0 +1,162 @@
+"""The multistage experiment's checks: verdicts at a tiny config, and every check can fail."""
+
+import copy
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import flows
+from flows._checks import FAILS, HOLDS, NOT_APPLICABLE
+from flows.experiments import multistage as ex
+
+TINY = ex.Config(
+    m=300,
+    alpha=1.0,
+    target="f2",
+    data="assumption",
+    n=60,
+    t1=12.0,
+    sweep_m=(100, 400),
+    sweep_alpha=(1.0, 1.25),
+    sweep_seeds=(0,),
+    sweep_n=40,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    traj, units = ex.run_main(TINY)
+    checks, st = ex.check_run(traj, units, TINY)
+    return traj, units, checks, st
+
+
+def _by_source(checks, text):
+    found = [c for c in checks if text in c.claim]
+    assert found, f"no check with {text!r}"
+    return found[0]
+
+
+def test_tiny_run_verdicts(tiny_run):
+    traj, units, checks, st = tiny_run
+    assert units.lam == pytest.approx(1.0) and units.rate == pytest.approx(1.0)
+    verdicts = {c.claim: c.verdict for c in checks}
+    assert all(v in (HOLDS, FAILS, NOT_APPLICABLE) for v in verdicts.values())
+    # on Assumption 1–2 data the crisp claims hold even at m = 300
+    for text in ("energy identity", "non-increasing", "T_p ≤ T₁", "logistic law", "K/K′ → 1/2"):
+        assert _by_source(checks, text).verdict == HOLDS, text
+    # d = 1 makes the condensation ratio trivially 1: reported as not applicable, not a pass
+    assert _by_source(checks, "condensation").verdict == NOT_APPLICABLE
+    assert 0 < st["T_p"] < st["T_d"] < st["T_sp"]
+
+
+def _recheck(traj, units, mutate):
+    bad = copy.deepcopy(traj)
+    mutate(bad.observables)
+    return ex.check_run(bad, units, TINY)[0]
+
+
+def test_each_check_can_fail(tiny_run):
+    traj, units, _, st = tiny_run
+    o = traj.observables
+    tau = units.tau(traj.times)
+
+    def bump_energy(obs):
+        obs["energy_residual"] = obs["energy_residual"] + 1.0
+
+    def raise_loss(obs):
+        obs["loss"] = obs["loss"].copy()
+        obs["loss"][5] = obs["loss"][0] * 2
+
+    def break_linearization(obs):
+        obs["r_max"] = np.full_like(obs["r_max"], 1.0)
+
+    def shift_k(obs):
+        obs["K_hat"] = np.where(tau > st["T_p"], np.minimum(o["K_hat"] + 0.05, 0.95), o["K_hat"])
+
+    def big_grad(obs):
+        obs["grad_rel"] = obs["grad_rel"] * 10
+
+    def flat_w2(obs):
+        obs["w2_rel"] = np.full_like(obs["w2_rel"], 0.5)
+
+    def big_q(obs):
+        obs["q_max"] = obs["q_max"] * 100
+
+    cases = {
+        "energy identity": bump_energy,
+        "non-increasing": raise_loss,
+        "T_p ≤ T₁": break_linearization,
+        "β-relative": big_grad,
+        "relative W₂": flat_w2,
+        "q_max(T_d)": big_q,
+    }
+    for text, mutate in cases.items():
+        assert _by_source(_recheck(traj, units, mutate), text).verdict == FAILS, text
+    shifted = _recheck(traj, units, shift_k)
+    assert _by_source(shifted, "logistic law").verdict == FAILS
+
+
+def test_not_applicable_when_assumptions_fail(tiny_run):
+    traj, units, _, _ = tiny_run
+    cfg = dataclasses.replace(TINY, alpha=0.5)
+    checks, _ = ex.check_run(traj, units, cfg)
+    theorem = [c for c in checks if c.source.startswith("multistage")]
+    assert theorem and all(c.verdict == NOT_APPLICABLE for c in theorem)
+    assert all("α = 0.5 ≤ 1/2" in c.reason for c in theorem)
+
+
+def test_not_applicable_when_descent_not_reached(tiny_run):
+    traj, units, _, _ = tiny_run
+    short = copy.deepcopy(traj)
+    keep = units.tau(short.times) < 3.0
+    short.times = short.times[keep]
+    short.observables = {k: v[keep] for k, v in short.observables.items()}
+    checks, st = ex.check_run(short, units, TINY)
+    assert np.isnan(st["T_d"])
+    assert _by_source(checks, "logistic law").verdict == NOT_APPLICABLE
+    assert "increase t1" in _by_source(checks, "logistic law").reason
+
+
+def test_sweep_slopes_hold_and_can_fail():
+    rows = [
+        {"alpha": a, "m": m, "seed": 0, "T_d": (2 * a - 1) / 2 * np.log(m) + 1.3}
+        for a in (1.0, 1.5)
+        for m in (100, 1000)
+    ]
+    cfg = dataclasses.replace(TINY, sweep_m=(100, 1000), sweep_alpha=(1.0, 1.5))
+    checks, fits = ex.check_sweep(rows, cfg)
+    assert all(c.verdict == HOLDS for c in checks)
+    wrong = [dict(r, T_d=r["T_d"] * 1.5) for r in rows]
+    checks, _ = ex.check_sweep(wrong, cfg)
+    assert all(c.verdict == FAILS for c in checks)
+
+
+def test_sweep_measures_the_slope():
+    cfg = dataclasses.replace(TINY, sweep_alpha=(1.0,), sweep_m=(100, 400, 1600))
+    rows = ex.descent_time_sweep(cfg)
+    checks, fits = ex.check_sweep(rows, cfg)
+    slope = fits["slope_lnm_alpha1.0"]
+    assert slope == pytest.approx(0.5, rel=0.15)
+
+
+def test_run_writes_complete_results(tmp_path):
+    cfg = dataclasses.replace(TINY, sweep_alpha=(1.0, 1.25), sweep_m=(100, 400))
+    report = ex.run(cfg, tmp_path, progress=False)
+    names = sorted(p.name for p in report.files)
+    assert names == ["K.png", "descent_time.png", "results.json", "stages.png", "trajectory.nc"]
+    res = json.loads((tmp_path / "multistage" / "results.json").read_text())
+    assert res["config"]["m"] == 300 and "jax" in res["versions"]
+    assert len(res["checks"]) == len(report.checks)
+    assert res["solver"] == {"name": "tsit5", "rtol": 1e-6, "atol": 1e-9}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_config_validation():
+    with pytest.raises(flows.ConfigError, match="data"):
+        ex.Config(data="mnist")
+    with pytest.raises(flows.ConfigError, match="beta"):
+        ex.Config(beta=1.5)
+    with pytest.raises(flows.ConfigError, match="t1"):
+        ex.Config(t1=0.0)
