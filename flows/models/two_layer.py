@@ -48,7 +48,8 @@ class TwoLayer(AbstractModel):
 
     m: int = eqx.field(static=True)
     d: int = eqx.field(static=True)
-    alpha: float = eqx.field(static=True)
+    # a traced leaf, not static: runs that differ only in α reuse the compiled solve
+    alpha: float = eqx.field(converter=lambda v: jnp.asarray(v, dtype=float))
     activation: str | Callable = eqx.field(static=True, default="tanh")
     bias: bool = eqx.field(static=True, default=False)
 
@@ -57,7 +58,7 @@ class TwoLayer(AbstractModel):
             raise ConfigError(f"`m` (the width) must be an integer ≥ 1; got {self.m!r}.")
         if not (isinstance(self.d, int) and self.d >= 1):
             raise ConfigError(f"`d` (the input dimension) must be an integer ≥ 1; got {self.d!r}.")
-        if not math.isfinite(self.alpha):
+        if not (self.alpha.shape == () and math.isfinite(float(self.alpha))):
             raise ConfigError(f"`alpha` must be a finite number; got {self.alpha!r}.")
         if isinstance(self.activation, str) and self.activation not in ACTIVATIONS:
             raise ConfigError(
@@ -80,7 +81,7 @@ class TwoLayer(AbstractModel):
         return False, f"σ is not tanh-like: σ(0)={s0:.3g}, σ′(0)={s1:.3g}, σ″(0)={s2:.3g}"
 
     def init(self, key: PRNGKeyArray) -> dict[str, Array]:
-        std = float(self.m) ** (-self.alpha)
+        std = jnp.asarray(float(self.m)) ** (-self.alpha)
         ka, kw, kc = jax.random.split(key, 3)
         params = {
             "a": std * jax.random.normal(ka, (self.m,)),
@@ -105,7 +106,7 @@ class TwoLayer(AbstractModel):
             "family": "two-layer",
             "m": self.m,
             "d": self.d,
-            "alpha": self.alpha,
+            "alpha": float(self.alpha),
             "activation": act,
             "bias": self.bias,
         }
