@@ -10,8 +10,13 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 from . import models as models  # noqa: E402
+from ._bias_observables import classification_observables as classification_observables  # noqa: E402
+from ._bias_observables import homogeneous_observables as homogeneous_observables  # noqa: E402
 from ._checks import Check as Check  # noqa: E402
 from ._checks import format_table as format_table  # noqa: E402
+from ._classification_data import class_sum_cross_entropy as class_sum_cross_entropy  # noqa: E402
+from ._classification_data import digits_data as digits_data  # noqa: E402
+from ._classification_data import orthogonal_data as orthogonal_data  # noqa: E402
 from ._data import TARGETS as TARGETS  # noqa: E402
 from ._data import DataMoments as DataMoments  # noqa: E402
 from ._data import Dataset as Dataset  # noqa: E402
@@ -21,6 +26,8 @@ from ._data import moments as moments  # noqa: E402
 from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
+from ._interpolation import interpolate as interpolate  # noqa: E402
+from ._interpolation import plateau as plateau  # noqa: E402
 from ._losses import cross_entropy as cross_entropy  # noqa: E402
 from ._losses import logistic as logistic  # noqa: E402
 from ._losses import squared_error as squared_error  # noqa: E402

@@ -350,6 +350,28 @@ def _advice(reason: str, solver: str) -> str:
     return f"Increase `max_steps`, shorten `t1`, loosen `rtol`{stiff}."
 
 
+@eqx.filter_jit
+def _gd_chunk(carry, n, prob, lr):
+    """`n` steps of θ ← θ − η∇L(θ), accumulating η‖∇L‖² (module level: compiled once)."""
+
+    def body(_, c):
+        theta, energy = c
+        g = prob.grad(theta)
+        theta = jax.tree_util.tree_map(lambda p, gi: p - lr * gi, theta, g)
+        return theta, energy + lr * _tree_sq_norm(g)
+
+    return jax.lax.fori_loop(0, n, body, carry)
+
+
+@eqx.filter_jit
+def _gd_record(carry, t, prob, obs_fn):
+    theta, energy = carry
+    out = dict(obs_fn(prob, theta, t))
+    out["loss"] = prob.loss(theta)
+    out["energy"] = energy
+    return out
+
+
 def gradient_descent(
     problem: Problem,
     *,
@@ -382,28 +404,11 @@ def gradient_descent(
     obs_fn = observables or _no_observables
     lr = jnp.asarray(learning_rate)
 
-    def record(prob, theta, energy, t):
-        out = dict(obs_fn(prob, theta, t))
-        out["loss"] = prob.loss(theta)
-        out["energy"] = energy
-        return out
-
-    def run_chunk(carry, n, prob):
-        def body(_, c):
-            theta, energy = c
-            g = prob.grad(theta)
-            theta = jax.tree_util.tree_map(lambda p, gi: p - lr * gi, theta, g)
-            return theta, energy + lr * _tree_sq_norm(g)
-
-        return jax.lax.fori_loop(0, n, body, carry)
-
-    @eqx.filter_jit
     def chunk(carry, n, prob):
-        return run_chunk(carry, n, prob)
+        return _gd_chunk(carry, n, prob, lr)
 
-    @eqx.filter_jit
     def rec(carry, t, prob):
-        return record(prob, carry[0], carry[1], t)
+        return _gd_record(carry, t, prob, obs_fn)
 
     carry = (problem.theta0, jnp.zeros(()))
     start = time.perf_counter()

@@ -6,13 +6,16 @@ Pure theory; never imports `flows`. One module per paper:
   the bounds of Theorems 1–3 (multi-stage loss curves).
 - `reduced.bias_plateau` — the tensor-power bias ODE, its early-phase closed form and
   blow-up times (bias / interpolation plateau).
+- `reduced.interpolation` — Theorem 1 of the bias paper: bias gaps, V_max, the predicted
+  error-plateau interval and loss bound of the linearly interpolated net.
 - `reduced.linear_teacher` — region-wise form of clustered leaky-ReLU nets, PAR margins,
   smoothed margin (linear teachers).
 - `reduced.derive` — sympy derivations of all of the above (`flows derive`).
 """
 
 from . import bias_plateau as bias_plateau
+from . import interpolation as interpolation
 from . import linear_teacher as linear_teacher
 from . import multistage as multistage
 
-__all__ = ["bias_plateau", "linear_teacher", "multistage"]
+__all__ = ["bias_plateau", "interpolation", "linear_teacher", "multistage"]

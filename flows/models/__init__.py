@@ -2,7 +2,10 @@
 `__call__(params, x)`; parameters are a separate pytree integrated by `flows.simulate`."""
 
 from .base import AbstractModel as AbstractModel
+from .deep import DEEP_ACTIVATIONS as DEEP_ACTIVATIONS
+from .deep import DeepFCN as DeepFCN
+from .homogeneous import Homogeneous as Homogeneous
 from .two_layer import ACTIVATIONS as ACTIVATIONS
 from .two_layer import TwoLayer as TwoLayer
 
-__all__ = ["AbstractModel", "TwoLayer", "ACTIVATIONS"]
+__all__ = ["AbstractModel", "TwoLayer", "ACTIVATIONS", "Homogeneous", "DeepFCN", "DEEP_ACTIVATIONS"]

@@ -1,0 +1,162 @@
+"""Linear interpolation θ^[α] = (1 − α) θ(0) + α θ(T) and its loss / error curves.
+
+Bias-plateau paper, §2 (THEORY.md §B): γ_loss(α) is the training loss at θ^[α] and
+γ_error(α) the fraction of training samples misclassified; the paper uses 50 evenly
+spaced α. Works for any model family (the parameters are any pytree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._errors import ConfigError
+from ._losses import cross_entropy
+
+__all__ = ["InterpolationCurve", "interpolate", "alpha_grid", "plateau", "Plateau"]
+
+
+def alpha_grid(alphas=None, n_alpha: int = 50) -> np.ndarray:
+    """The α grid: `alphas` as given (checked: 1-D, finite, within [0, 1], increasing) or
+    `n_alpha` evenly spaced points on [0, 1] (the paper's 50 by default)."""
+    if alphas is None:
+        if not (isinstance(n_alpha, int) and not isinstance(n_alpha, bool) and n_alpha >= 2):
+            raise ConfigError(f"`n_alpha` must be an integer ≥ 2; got {n_alpha!r}.")
+        return np.linspace(0.0, 1.0, n_alpha)
+    a = np.asarray(alphas, dtype=np.float64)
+    if a.ndim != 1 or a.size < 1:
+        raise ConfigError(f"`alphas` must be a non-empty 1-D array; got shape {a.shape}.")
+    if not np.all(np.isfinite(a)):
+        raise ConfigError("`alphas` must be finite numbers in [0, 1].")
+    if a.min() < 0 or a.max() > 1:
+        raise ConfigError(
+            f"`alphas` must lie in [0, 1] (θ^[α] interpolates between θ(0) at α = 0 and θ(T) "
+            f"at α = 1); got values in [{a.min():g}, {a.max():g}]."
+        )
+    if np.any(np.diff(a) <= 0):
+        raise ConfigError("`alphas` must be strictly increasing.")
+    return a
+
+
+@dataclasses.dataclass(frozen=True)
+class InterpolationCurve:
+    """γ_loss(α), γ_error(α) on the training set.
+
+    **Attributes:** `alphas` (A,); `loss` (A,): the average cross-entropy (1/N) Σ CE
+    (log k at zero logits; the paper's 'training loss'); `error` (A,): fraction
+    misclassified; `pred_fraction` (A, k): fraction of samples predicted as each class;
+    `k` classes; `chance_error` = 1 − 1/k.
+    """
+
+    alphas: np.ndarray
+    loss: np.ndarray
+    error: np.ndarray
+    pred_fraction: np.ndarray
+    k: int
+
+    @property
+    def chance_error(self) -> float:
+        return 1.0 - 1.0 / self.k
+
+    def to_dict(self) -> dict:
+        return {
+            "alphas": self.alphas.tolist(),
+            "loss": self.loss.tolist(),
+            "error": self.error.tolist(),
+            "k": self.k,
+        }
+
+
+@eqx.filter_jit
+def _curve(model, x, y, theta0, theta1, alphas):
+    def one(a):
+        th = jax.tree_util.tree_map(lambda p, q: (1.0 - a) * p + a * q, theta0, theta1)
+        logits = model(th, x)
+        k = logits.shape[-1]
+        pred = jnp.argmax(logits, axis=-1)
+        return (
+            cross_entropy(logits, y),
+            jnp.mean((pred != y).astype(logits.dtype)),
+            jnp.mean(jax.nn.one_hot(pred, k, dtype=logits.dtype), axis=0),
+        )
+
+    return jax.lax.map(one, alphas)
+
+
+def interpolate(model, x, y, theta_0, theta_T, *, alphas=None, n_alpha: int = 50):
+    """γ_loss and γ_error along θ^[α] = (1 − α) θ(0) + α θ(T) on the data (x, y).
+
+    **Arguments:** `model` (any `AbstractModel`, logits (n, k)); training inputs `x` (n, d)
+    and integer labels `y` (n,); `theta_0`, `theta_T`: parameter pytrees of equal
+    structure; `alphas` (within [0, 1]) or `n_alpha` evenly spaced points (default 50).
+
+    **Returns:** an `InterpolationCurve`. At α = 0 and 1 it reproduces the average
+    cross-entropy of θ(0) and θ(T) exactly.
+    """
+    a = alpha_grid(alphas, n_alpha)
+    s0 = jax.tree_util.tree_structure(theta_0)
+    s1 = jax.tree_util.tree_structure(theta_T)
+    if s0 != s1:
+        raise ConfigError(f"θ(0) and θ(T) have different structures: {s0} vs {s1}.")
+    f = lambda t: jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float64), t)
+    loss, err, frac = _curve(
+        model,
+        jnp.asarray(x),
+        jnp.asarray(y).astype(jnp.int32),
+        f(theta_0),
+        f(theta_T),
+        jnp.asarray(a),
+    )
+    frac = np.asarray(frac)
+    return InterpolationCurve(
+        alphas=a, loss=np.asarray(loss), error=np.asarray(err), pred_fraction=frac, k=frac.shape[1]
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plateau:
+    """The longest run of consecutive grid α where a condition holds.
+
+    `start`, `end`: its first and last α (NaN when the condition never holds);
+    `length` = end − start (0 for one point or none); `n_points` in the run.
+    """
+
+    start: float
+    end: float
+    length: float
+    n_points: int
+
+
+def _longest_run(alphas: np.ndarray, mask: np.ndarray) -> Plateau:
+    best, cur, best_i = 0, 0, -1
+    for i, m in enumerate(mask):
+        cur = cur + 1 if m else 0
+        if cur > best:
+            best, best_i = cur, i
+    if best == 0:
+        return Plateau(math.nan, math.nan, 0.0, 0)
+    start, end = float(alphas[best_i - best + 1]), float(alphas[best_i])
+    return Plateau(start, end, end - start, best)
+
+
+def plateau(curve: InterpolationCurve, *, kind: str = "error", tol: float = 0.02) -> Plateau:
+    """Plateau of an interpolation curve.
+
+    `kind='error'`: α with γ_error(α) ≥ 1 − 1/k − `tol` (chance-level error);
+    `kind='loss'`: α with |γ_loss(α) − log k| ≤ `tol` (the loss of a zero-logit net).
+    Returns the longest run of consecutive grid points (`Plateau`).
+    """
+    if not (math.isfinite(tol) and tol >= 0):
+        raise ConfigError(f"`tol` must be ≥ 0; got {tol!r}.")
+    if kind == "error":
+        mask = curve.error >= curve.chance_error - tol
+    elif kind == "loss":
+        mask = np.abs(curve.loss - math.log(curve.k)) <= tol
+    else:
+        raise ConfigError(f"`kind` must be 'error' or 'loss'; got {kind!r}.")
+    return _longest_run(curve.alphas, mask)

@@ -1,0 +1,143 @@
+"""Deep fully connected networks f(x) = V_r σ(⋯σ(V_1 x)) + b (Theorem 1 of the bias-plateau
+paper)."""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._errors import ConfigError
+from .base import AbstractModel
+from .homogeneous import check_positive_int
+
+__all__ = ["DeepFCN", "DEEP_ACTIVATIONS"]
+
+#: Activations Theorem 1 allows: identity and ReLU (both positively 1-homogeneous).
+DEEP_ACTIVATIONS = {"identity": lambda z: z, "relu": jax.nn.relu}
+
+
+class DeepFCN(AbstractModel):
+    """f(x) = V_r σ(V_{r−1} σ(⋯ σ(V_1 x))) + b, depth r (number of weight matrices).
+
+    Theorem 1 of the bias-plateau paper (THEORY.md §B; the formula is reconstructed there).
+    Layer widths n_0 = d, n_1 … n_{r−1} = `width` (an int, or one per hidden layer),
+    n_r = k. Initialization as in the paper's experiments: Kaiming/He normal
+    (std = gain/√fan_in with gain √2 for ReLU, 1 for identity) with every layer multiplied
+    by δ^{1/r}, so the output is scaled by δ; the output bias starts at 0.
+
+    **Arguments:**
+    - `d`: input dimension ≥ 1. `k`: classes (output width) ≥ 2.
+    - `depth`: r ≥ 1 weight matrices (Theorem 1 needs r ≥ 3: see `theorem_applicable`).
+    - `width`: hidden width(s), ≥ 1 each (one per hidden layer when a tuple).
+    - `activation`: 'identity' or 'relu'. `bias`: whether the output bias b exists.
+    - `delta`: output scale δ > 0 of the initialization.
+
+    Parameters: `{"V1": (n_1, d), …, "V{r}": (k, n_{r−1}), "b": (k,)}` (no `b` without bias).
+    """
+
+    d: int = eqx.field(static=True)
+    k: int = eqx.field(static=True)
+    depth: int = eqx.field(static=True)
+    width: int | tuple[int, ...] = eqx.field(static=True, default=16)
+    activation: str = eqx.field(static=True, default="relu")
+    bias: bool = eqx.field(static=True, default=True)
+    delta: float = eqx.field(static=True, default=1e-3)
+
+    def __check_init__(self):
+        check_positive_int("d", self.d, minimum=1, why="the input dimension")
+        check_positive_int("k", self.k, minimum=2, why="the number of classes")
+        check_positive_int("depth", self.depth, minimum=1, why="Theorem 1 needs depth r ≥ 3")
+        widths = self.width if isinstance(self.width, tuple) else (self.width,)
+        for w in widths:
+            check_positive_int("width", w, minimum=1, why="hidden-layer width")
+        if isinstance(self.width, tuple) and len(self.width) != self.depth - 1:
+            raise ConfigError(
+                f"`width` as a tuple needs one entry per hidden layer (depth − 1 = "
+                f"{self.depth - 1}); got {len(self.width)} entries."
+            )
+        if self.activation not in DEEP_ACTIVATIONS:
+            raise ConfigError(
+                f"`activation` must be one of {sorted(DEEP_ACTIVATIONS)} (Theorem 1); "
+                f"got {self.activation!r}."
+            )
+        if not (isinstance(self.delta, (int, float)) and math.isfinite(self.delta)):
+            raise ConfigError(
+                f"`delta` (the init scale δ) must be a finite number; got {self.delta!r}."
+            )
+        if not self.delta > 0:
+            raise ConfigError(f"`delta` (the init scale δ) must be > 0; got {self.delta!r}.")
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """(n_0, n_1, …, n_r): input, hidden and output widths."""
+        hidden = self.width if isinstance(self.width, tuple) else (self.width,) * (self.depth - 1)
+        return (self.d, *hidden, self.k)
+
+    @property
+    def layer_names(self) -> tuple[str, ...]:
+        return tuple(f"V{i}" for i in range(1, self.depth + 1))
+
+    def theorem_applicable(self) -> tuple[bool, str]:
+        """Whether Theorem 1's architecture assumptions hold (r ≥ 3, output bias), with why."""
+        reasons = []
+        if self.depth < 3:
+            reasons.append(f"depth r = {self.depth} < 3 (Theorem 1 needs r ≥ 3)")
+        if not self.bias:
+            reasons.append("no output bias (Theorem 1's error plateau needs the bias gap)")
+        if reasons:
+            return False, "; ".join(reasons)
+        return True, f"r = {self.depth} ≥ 3, σ = {self.activation}, output bias"
+
+    def init(self, key: PRNGKeyArray) -> dict[str, Array]:
+        gain = math.sqrt(2.0) if self.activation == "relu" else 1.0
+        scale = self.delta ** (1.0 / self.depth)
+        n = self.widths
+        keys = jax.random.split(key, self.depth)
+        params = {
+            name: scale * gain / math.sqrt(n[i]) * jax.random.normal(keys[i], (n[i + 1], n[i]))
+            for i, name in enumerate(self.layer_names)
+        }
+        if self.bias:
+            params["b"] = jnp.zeros((self.k,))
+        return params
+
+    def features(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+        """The weights' signal V_r σ(⋯ σ(V_1 x)), without the bias."""
+        sigma = DEEP_ACTIVATIONS[self.activation]
+        h = x
+        for i, name in enumerate(self.layer_names):
+            h = h @ params[name].T
+            if i < self.depth - 1:
+                h = sigma(h)
+        return h
+
+    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+        out = self.features(params, x)
+        if self.bias:
+            out = out + params["b"]
+        return out
+
+    def param_dims(self) -> dict[str, tuple[str, ...]]:
+        dims = {}
+        for i, name in enumerate(self.layer_names):
+            rows = "class" if i == self.depth - 1 else f"hidden{i + 1}"
+            cols = "dim" if i == 0 else f"hidden{i}"
+            dims[name] = (rows, cols)
+        dims["b"] = ("class",)
+        return dims
+
+    def describe(self) -> dict:
+        return {
+            "family": "deep-fcn",
+            "d": self.d,
+            "k": self.k,
+            "depth": self.depth,
+            "widths": list(self.widths),
+            "activation": self.activation,
+            "bias": self.bias,
+            "delta": self.delta,
+        }

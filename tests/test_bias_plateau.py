@@ -1,0 +1,322 @@
+"""Bias-plateau paper: models, data, objective, observables, interpolation, Theorem 1 and
+the experiment's checks (THEORY.md §B)."""
+
+import dataclasses
+import math
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import flows
+from flows._bias_observables import classification_observables, homogeneous_observables
+from flows._classification_data import (
+    check_labels,
+    class_sum_cross_entropy,
+    digits_data,
+    is_balanced,
+    orthogonal_data,
+    scale_to_unit_ball,
+)
+from flows._interpolation import alpha_grid, interpolate, plateau
+from flows.experiments import bias_plateau as ex
+from flows.models.deep import DeepFCN
+from flows.models.homogeneous import Homogeneous
+from reduced import bias_plateau as rbp
+from reduced import interpolation as rint
+
+
+def _fd_check(problem, key, eps=1e-6, n_dirs=3):
+    """Directional derivatives of the loss: autodiff vs central finite differences."""
+    theta = problem.theta0
+    g = problem.grad(theta)
+    leaves, tree = jax.tree_util.tree_flatten(theta)
+    for i in range(n_dirs):
+        keys = jax.random.split(jax.random.fold_in(key, i), len(leaves))
+        v = jax.tree_util.tree_unflatten(
+            tree, [jax.random.normal(k_, x.shape) for k_, x in zip(keys, leaves, strict=True)]
+        )
+        plus = jax.tree_util.tree_map(lambda p, d: p + eps * d, theta, v)
+        minus = jax.tree_util.tree_map(lambda p, d: p - eps * d, theta, v)
+        fd = (problem.loss(plus) - problem.loss(minus)) / (2 * eps)
+        ad = sum(
+            jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(v), strict=True)
+        )
+        np.testing.assert_allclose(float(ad), float(fd), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("r", [3, 4])
+def test_homogeneous_gradient_matches_finite_differences(r):
+    data = orthogonal_data(k=3, n_per_class=4, d=5, sigma=0.3, seed=1)
+    model = Homogeneous(k=3, d=5, r=r, delta=0.7)
+    problem = flows.make_problem(model, data, key=2, loss_fn=class_sum_cross_entropy)
+    # move off b = 0 so every term of the gradient is exercised
+    th = {"W": problem.theta0["W"], "b": jnp.array([0.3, -0.2, 0.1])}
+    _fd_check(dataclasses.replace(problem, theta0=th), jax.random.key(0))
+
+
+@pytest.mark.parametrize("activation", ["identity", "relu"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_deep_gradient_matches_finite_differences(activation, bias):
+    data = scale_to_unit_ball(orthogonal_data(k=3, n_per_class=3, d=4, sigma=0.3, seed=0))
+    model = DeepFCN(d=4, k=3, depth=3, width=5, activation=activation, bias=bias, delta=0.5)
+    problem = flows.make_problem(model, data, key=3, loss_fn=class_sum_cross_entropy)
+    _fd_check(problem, jax.random.key(1))
+
+
+def test_deep_init_scale_and_shapes():
+    model = DeepFCN(d=64, k=10, depth=4, width=(32, 24, 16), activation="relu", delta=1e-3)
+    th = model.init(jax.random.key(0))
+    assert th["V1"].shape == (32, 64) and th["V4"].shape == (10, 16) and th["b"].shape == (10,)
+    assert np.all(np.asarray(th["b"]) == 0)
+    # He normal scaled by δ^{1/r}: std of V1 = δ^{1/4}·√2/√64
+    np.testing.assert_allclose(
+        np.std(np.asarray(th["V1"])), 1e-3**0.25 * math.sqrt(2 / 64), rtol=0.1
+    )
+    assert set(model.param_dims()) == {"V1", "V2", "V3", "V4", "b"}
+
+
+def test_bias_derivative_is_one_minus_mean_softmax():
+    """ḃ_i = 1 − (k/N) Σ_x u_i(x) (§4) against autodiff of (k/N)·Σ CE."""
+    data = orthogonal_data(k=4, n_per_class=3, d=6, sigma=0.2, seed=0)
+    model = Homogeneous(k=4, d=6, r=3, delta=0.9)
+    problem = flows.make_problem(model, data, key=0, loss_fn=class_sum_cross_entropy)
+    th = {"W": problem.theta0["W"], "b": jnp.array([0.5, -0.1, 0.2, 0.0])}
+    b_dot = -problem.grad(th)["b"]
+    u = jax.nn.softmax(model(th, problem.x), axis=-1)
+    k, n = 4, problem.x.shape[0]
+    np.testing.assert_allclose(np.asarray(b_dot), 1 - k / n * np.asarray(u.sum(0)), atol=1e-13)
+
+
+def test_reduced_ode_matches_early_closed_form():
+    """The tensor-power ODE against w(t) = (w0^{2−r} − r(r−2)(1−1/k)t)^{−1/(r−2)} early on."""
+    r, k = 4, 4
+    w0 = jnp.array([0.05, 0.04, 0.03, 0.02])
+    t_star = float(rbp.blowup_times(w0, r, k)[0])
+    ts = jnp.linspace(0.0, 0.8 * t_star, 9)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(rbp.tensor_power_vector_field),
+        diffrax.Dopri8(),
+        0.0,
+        float(ts[-1]),
+        None,
+        (w0, jnp.zeros(k)),
+        args=(r, k),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-12, atol=1e-14),
+    )
+    closed = jnp.stack([rbp.tensor_power_early_closed_form(w0, t, r, k) for t in ts])
+    # relative error O(w^r): u_i(e_i) = 1/k + O(w^r) in the early phase
+    np.testing.assert_allclose(np.asarray(sol.ys[0]), np.asarray(closed), rtol=2e-5)
+    # and the reduced model is what the full flow reduces to at σ = 0 (ex.reduced_trajectory)
+    w_red, b_red = ex.reduced_trajectory(w0, r, k, ts)
+    np.testing.assert_allclose(w_red, np.asarray(sol.ys[0]), rtol=1e-8)
+
+
+def test_interpolation_endpoints_equal_losses():
+    data = digits_data("train", n_per_class=3)
+    model = DeepFCN(d=64, k=10, depth=3, width=8, activation="relu", delta=0.1)
+    th0 = model.init(jax.random.key(0))
+    thT = jax.tree_util.tree_map(lambda v: v + 0.5, model.init(jax.random.key(1)))
+    c = interpolate(model, data.x, data.y, th0, thT, n_alpha=7)
+    for a, th in ((0, th0), (-1, thT)):
+        logits = model(th, jnp.asarray(data.x))
+        np.testing.assert_allclose(
+            c.loss[a], float(flows.cross_entropy(logits, jnp.asarray(data.y))), rtol=1e-13
+        )
+        err = float(np.mean(np.argmax(np.asarray(logits), 1) != data.y))
+        assert c.error[a] == err
+    assert c.alphas.shape == (7,) and c.pred_fraction.shape == (7, 10)
+
+
+def _constructed(c=2.0, gap=1.0):
+    """A depth-3 linear net with θ(0) = 0 and θ(T): V_i = c·I, b = (0, 0, gap) on x = e_i.
+
+    f^[α](e_i) = α³c³ e_i + α b: class 2 wins on every input iff α² < gap/c³, so the
+    plateau ends exactly at α* = (gap/c³)^{1/2}; Theorem 1's α₂ = (gap/(2c³))^{1/2}.
+    """
+    model = DeepFCN(d=3, k=3, depth=3, width=3, activation="identity", delta=1e-3)
+    th0 = {n: jnp.zeros((3, 3)) for n in model.layer_names} | {"b": jnp.zeros(3)}
+    thT = {n: c * jnp.eye(3) for n in model.layer_names} | {"b": jnp.array([0.0, 0.0, gap])}
+    data = flows.Dataset(x=np.eye(3), y=np.arange(3), name="constructed")
+    return model, data, th0, thT
+
+
+def test_theorem1_on_constructed_net():
+    c, gap = 2.0, 1.0
+    model, data, th0, thT = _constructed(c, gap)
+    th = rint.theorem1(thT["b"], [thT[n] for n in model.layer_names], 3, 1e-3)
+    assert th.k_star == 2 and th.delta_min == gap and th.delta_max == gap
+    assert th.v_max == pytest.approx(c)
+    assert th.alpha_1 == pytest.approx(1e-3 / gap)
+    assert th.alpha_2 == pytest.approx(math.sqrt(gap / (2 * c**3)))
+    a_star = math.sqrt(gap / c**3)
+    curve = interpolate(model, data.x, data.y, th0, thT, n_alpha=201)
+    pl = plateau(curve, kind="error", tol=1e-9)
+    assert pl.start == 0 and abs(pl.end - a_star) <= 1 / 200
+    run = ex.DeepRun("constructed", model, data, None, curve, th0, thT, "exact")
+    assert ex.check_error_interval(run, th).verdict == "holds"
+    # a deliberately wrong prediction: the plateau reaching 1.5 α* — must fail
+    bad = ex.check_error_interval(run, th, interval=(th.alpha_1, 1.5 * a_star))
+    assert bad.verdict == "fails"
+    # loss bound: log k − 2e(αV_max)^r ≤ γ_loss
+    assert ex.check_loss_bound(run, th).verdict == "holds"
+    # no bias gap: Theorem 1 gives an empty interval
+    flat = rint.theorem1(np.zeros(3), [thT[n] for n in model.layer_names], 3, 1e-3)
+    assert not flat.nonempty
+
+
+def test_plateau_lengths():
+    c = flows._interpolation.InterpolationCurve(
+        alphas=np.linspace(0, 1, 5),
+        loss=np.array([math.log(4), math.log(4) + 0.01, 1.0, 0.5, 0.1]),
+        error=np.array([0.75, 0.75, 0.74, 0.2, 0.0]),
+        pred_fraction=np.zeros((5, 4)),
+        k=4,
+    )
+    p = plateau(c, kind="error", tol=0.02)
+    assert (p.start, p.end, p.n_points) == (0.0, 0.5, 3)
+    assert plateau(c, kind="loss", tol=0.02).end == 0.25
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: Homogeneous(k=1, d=4, r=3, delta=0.1), "`k`"),
+        (lambda: Homogeneous(k=3, d=4, r=3.5, delta=0.1), "`r`"),
+        (lambda: Homogeneous(k=3, d=4, r=0, delta=0.1), "`r`"),
+        (lambda: Homogeneous(k=3, d=4, r=3, delta=0.0), "δ"),
+        (lambda: Homogeneous(k=3, d=4, r=3, delta=-1.0), "δ"),
+        (lambda: DeepFCN(d=4, k=3, depth=3, delta=0.0), "δ"),
+        (lambda: DeepFCN(d=4, k=1, depth=3), "`k`"),
+        (lambda: DeepFCN(d=4, k=3, depth=3, activation="tanh"), "activation"),
+        (lambda: DeepFCN(d=4, k=3, depth=3, width=(4,)), "width"),
+        (lambda: orthogonal_data(k=5, d=4), "≥ k"),
+        (lambda: orthogonal_data(k=1, d=4), "`k`"),
+        (lambda: check_labels([0, 1, 3], 3), "out of range"),
+        (lambda: check_labels([0, -1], 3), "out of range"),
+        (lambda: check_labels([0.5, 1], 3), "not an integer"),
+        (lambda: alpha_grid([0.0, 0.5, 1.2]), r"\[0, 1\]"),
+        (lambda: alpha_grid([-0.1, 0.5]), r"\[0, 1\]"),
+        (lambda: digits_data("train", n_per_class=1000), "n_per_class"),
+        (lambda: ex.Config(k=5, d=4), "`d`"),
+        (lambda: ex.Config(r=2.5), "`r`"),
+        (lambda: ex.Config(delta=0), "`delta`"),
+    ],
+)
+def test_bad_input_raises_config_error(make, match):
+    with pytest.raises(flows.ConfigError, match=match):
+        make()
+
+
+def test_small_r_runs_but_theorem_not_applicable():
+    model = Homogeneous(k=3, d=3, r=2, delta=0.1)
+    ok, why = model.theorem_applicable()
+    assert not ok and "r ≥ 3" in why
+    assert not DeepFCN(d=3, k=3, depth=2).theorem_applicable()[0]
+    assert not DeepFCN(d=3, k=3, depth=3, bias=False).theorem_applicable()[0]
+
+
+def test_cross_entropy_finite_for_huge_logits():
+    logits = jnp.array([[1e4, -1e4, 0.0], [-1e4, 1e4, 5e3]])
+    y = jnp.array([1, 0])
+    val = class_sum_cross_entropy(logits, y)
+    assert np.isfinite(float(val)) and float(val) == pytest.approx(3 * (2e4 + 2e4) / 2)
+    g = jax.grad(class_sum_cross_entropy)(logits, y)
+    assert np.all(np.isfinite(np.asarray(g)))
+    assert "k * mean" in class_sum_cross_entropy.description
+
+
+def test_data_sets():
+    d = orthogonal_data(k=3, n_per_class=4, d=5, sigma=0.1, seed=0)
+    assert d.x.shape == (12, 5) and is_balanced(d.y, 3)
+    np.testing.assert_allclose(d.x - np.eye(5)[d.y], d.meta["xi"])
+    u = scale_to_unit_ball(d)
+    assert np.max(np.linalg.norm(u.x, axis=1)) == pytest.approx(1.0)
+    dg = digits_data("train", n_per_class=5)
+    assert dg.x.shape == (50, 64) and is_balanced(dg.y, 10)
+    assert np.max(np.linalg.norm(digits_data("test", n_per_class=None).x, axis=1)) <= 1.0
+    assert not is_balanced(np.array([0, 0, 1]), 2)
+
+
+def test_observables():
+    data = orthogonal_data(k=3, n_per_class=2, d=4, sigma=0.1, seed=0)
+    model = Homogeneous(k=3, d=4, r=3, delta=0.1)
+    problem = flows.make_problem(model, data, key=0, loss_fn=class_sum_cross_entropy)
+    W = jnp.array([[5.0, 0.1, 0, 0], [0, 5.0, 0, 0.2], [0.3, 0, 0.01, 0]])
+    th = {"W": W, "b": jnp.array([0.0, -1.0, 2.0])}
+    o = homogeneous_observables(problem, th, 0.0)
+    np.testing.assert_allclose(o["W_diag"], [5.0, 5.0, 0.01])
+    assert float(o["offdiag_max"]) == pytest.approx(0.3)
+    assert float(o["bias_gap"]) == pytest.approx(2.0)
+    np.testing.assert_allclose(o["class_correct"], [1.0, 1.0, 1.0])
+    assert float(o["train_error"]) == 0.0
+    xi = data.meta["xi"]
+    assert float(o["noise_corr_max"]) == pytest.approx(np.max(np.abs(xi @ np.asarray(W).T)))
+    o2 = classification_observables(problem, {"W": W, "b": jnp.array([0.0, 0.0, 300.0])}, 0.0)
+    np.testing.assert_allclose(o2["class_correct"], [0.0, 0.0, 1.0])
+    assert float(o2["train_error"]) == pytest.approx(2 / 3)
+
+
+def test_check_helpers_can_fail():
+    t = np.array([5.0, 1.0, 3.0])
+    assert ex.check_learning_order(t, [1, 2, 0]).verdict == "holds"
+    assert ex.check_learning_order(t, [0, 1, 2]).verdict == "fails"
+    assert ex.check_learning_order([1.0, np.nan], [0, 1]).verdict == "not applicable"
+    assert ex.check_top_bias([0.1, 2.0, -1.0], 1).verdict == "holds"
+    assert ex.check_top_bias([0.1, 2.0, -1.0], 0).verdict == "fails"
+    up = [(3, 0.1, 0.01, 3), (4, 0.2, 0.01, 3), (5, 0.3, 0.01, 3)]
+    assert ex.check_trend(up, increasing=True, tol=0.05, claim="c", name="r").verdict == "holds"
+    assert ex.check_trend(up, increasing=False, tol=0.05, claim="c", name="r").verdict == "fails"
+
+
+TINY = ex.Config(
+    k=3,
+    d=4,
+    n_per_class=3,
+    n_save=201,
+    sweep_k=(3,),
+    sweep_seeds=(1,),
+    deep_depth=3,
+    deep_width=6,
+    deep_n_per_class=3,
+    deep_t1=60.0,
+    digits=False,
+    relu_run=False,
+    sweep_depths=(3,),
+    sweep_deltas=(1e-3,),
+    trend_seeds=(0,),
+    sweep_t1=60.0,
+)
+
+
+def test_homogeneous_checks_at_tiny_config():
+    run = ex.run_homogeneous(TINY)
+    checks = ex.homogeneous_checks(run, TINY)
+    verdicts = {c.claim: c.verdict for c in checks}
+    assert all(v == "holds" for v in verdicts.values()), [
+        (c.claim, c.measured) for c in checks if c.verdict != "holds"
+    ]
+    # a wrong learning order is caught
+    wrong = list(np.argsort(run.w0))  # increasing W_ii(0): the reverse of the prediction
+    assert ex.check_learning_order(run.t_learned, wrong).verdict == "fails"
+    # r < 3: Proposition 1's checks are not applicable, with the reason
+    low = ex.run_homogeneous(dataclasses.replace(TINY, r=2, delta=0.5))
+    na = [c for c in ex.homogeneous_checks(low, TINY) if c.verdict == "not applicable"]
+    assert len(na) == 6 and "r = 2 < 3" in na[0].reason
+
+
+def test_experiment_run_writes_outputs(tmp_path):
+    report = ex.run(TINY, tmp_path, progress=False)
+    names = {p.name for p in report.files}
+    assert {"results.json", "trajectory.nc", "four_class.png", "interpolation.png"} <= names
+    assert all(c.verdict in ("holds", "fails", "not applicable") for c in report.checks)
+    import xarray as xr
+
+    with xr.open_dataset(tmp_path / ex.NAME / "trajectory.nc") as ds:
+        assert ds["W"].dims == ("time", "class", "dim") and ds["b"].dims == ("time", "class")
+        assert "k * mean" in ds["loss"].attrs["description"]
+    trends = [c for c in report.checks if "depth" in c.claim and "lengthens" in c.claim]
+    assert trends[0].verdict == "not applicable"  # one depth only
