@@ -10,12 +10,15 @@ Pure theory; never imports `flows`. One module per paper:
   error-plateau interval and loss bound of the linearly interpolated net.
 - `reduced.linear_teacher` — region-wise form of clustered leaky-ReLU nets, PAR margins,
   smoothed margin (linear teachers).
+- `reduced.max_margin` — the convex max-margin problem of Theorem 6.2 in the PAR
+  (linear teachers), solved with scipy.
 - `reduced.derive` — sympy derivations of all of the above (`flows derive`).
 """
 
 from . import bias_plateau as bias_plateau
 from . import interpolation as interpolation
 from . import linear_teacher as linear_teacher
+from . import max_margin as max_margin
 from . import multistage as multistage
 
-__all__ = ["bias_plateau", "interpolation", "linear_teacher", "multistage"]
+__all__ = ["bias_plateau", "interpolation", "linear_teacher", "max_margin", "multistage"]

@@ -77,3 +77,19 @@ def _default(o):
     if isinstance(o, Path):
         return str(o)
     return str(o)
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, **kwargs):
+    """A figure and its axes, without pyplot: no global backend switch, no figure manager,
+    so library plotting neither leaks figures nor breaks a notebook's inline backend."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=kwargs.pop("figsize", None))
+    return fig, fig.subplots(nrows, ncols, **kwargs)
+
+
+def mpl_rcparams():
+    """matplotlib's rcParams (imported lazily, like the rest of the plotting)."""
+    import matplotlib
+
+    return matplotlib.rcParams

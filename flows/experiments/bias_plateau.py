@@ -55,7 +55,7 @@ from .._stages import first_crossing
 from .._trajectory import Trajectory
 from ..models.deep import DEEP_ACTIVATIONS, DeepFCN
 from ..models.homogeneous import Homogeneous
-from .base import OutputDir, Report, write_results_json
+from .base import OutputDir, Report, mpl_rcparams, new_figure, write_results_json
 
 NAME = "bias-plateau"
 SOURCE = "bias-plateau"
@@ -959,21 +959,11 @@ def trend_checks(rows: list[dict], cfg: Config) -> list[Check]:
 # Figures
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_four_class(run: HomogeneousRun, cfg: Config, path: Path) -> None:
     """Biases and W_ii(t) of §4's example (full flow solid, reduced ODE dashed)."""
-    plt = _plt()
     o, t = run.traj.observables, run.traj.times
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    cols = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, axes = new_figure(1, 3, figsize=(16, 4.2))
+    cols = mpl_rcparams()["axes.prop_cycle"].by_key()["color"]
     for i in range(run.k):
         c = cols[i % len(cols)]
         lab = f"class {i} (W_ii(0) = {run.w0[i]:.3g})"
@@ -998,13 +988,11 @@ def plot_four_class(run: HomogeneousRun, cfg: Config, path: Path) -> None:
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_interpolation(runs: list[DeepRun], path: Path) -> None:
     """γ_error and γ_loss of each deep run, with Theorem 1's interval shaded."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = new_figure(1, 2, figsize=(12, 4.2))
     for run in runs:
         (line,) = axes[0].plot(run.curve.alphas, run.curve.error, "o-", ms=3, label=run.label)
         axes[1].plot(run.curve.alphas, run.curve.loss, "o-", ms=3, color=line.get_color())
@@ -1018,14 +1006,12 @@ def plot_interpolation(runs: list[DeepRun], path: Path) -> None:
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_trends(rows: list[dict], cfg: Config, path: Path) -> None:
     """Mean ± sd interpolation error curves vs depth, vs δ, and with/without bias."""
-    plt = _plt()
     alphas = np.linspace(0.0, 1.0, cfg.n_alpha)
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    fig, axes = new_figure(1, 3, figsize=(16, 4.2))
     for ax, family, key, fmt in (
         (axes[0], "depth", "depth", "r = {}"),
         (axes[1], "delta", "delta", "δ = {:g}"),
@@ -1043,13 +1029,11 @@ def plot_trends(rows: list[dict], cfg: Config, path: Path) -> None:
     fig.suptitle(f"deep {cfg.sweep_activation} net on synthetic data, mean ± sd over seeds")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_bias_order(main: HomogeneousRun, rows: list[dict], path: Path) -> None:
     """Final bias against the learning rank (rank 0 = first learned = largest W_ii(0))."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = new_figure(figsize=(6, 4.2))
     for r in rows:
         if "rank_by_w0" in r:
             ax.plot(
@@ -1063,7 +1047,6 @@ def plot_bias_order(main: HomogeneousRun, rows: list[dict], path: Path) -> None:
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from .._simulate import SOLVERS, simulate
 from .._stages import average_decay_rate, detect_stages_from_loss, first_crossing
 from .._trajectory import Trajectory
 from ..models import TwoLayer
-from .base import OutputDir, Report, write_results_json
+from .base import OutputDir, Report, new_figure, write_results_json
 
 NAME = "multistage"
 SOURCE = "multistage"
@@ -602,15 +602,10 @@ def check_sweep(rows: list[dict], cfg: Config) -> tuple[list[Check], dict]:
 
 def plot_stages(traj: Trajectory, units: Units, st: dict, path: Path, title: str = "") -> None:
     """The stage figure: loss with T_p, T_d, T_sp; ‖a‖ and ‖w‖; relative W₂."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     o = traj.observables
     tau = units.tau(traj.times)
     sel = tau > 0
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = new_figure(1, 3, figsize=(15, 4))
     ax = axes[0]
     ax.plot(tau[sel], o["loss"][sel], color="k", lw=1.5)
     for key, col, label in (
@@ -657,16 +652,10 @@ def plot_stages(traj: Trajectory, units: Units, st: dict, path: Path, title: str
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_K(traj: Trajectory, units: Units, st: dict, path: Path, title: str = "") -> None:
     """K̂(t) of the full flow against the logistic law from T_p and the linearized flow."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     o = traj.observables
     tau = units.tau(traj.times)
     T_p, T_d = st["T_p"], st["T_d"]
@@ -678,7 +667,7 @@ def plot_K(traj: Trajectory, units: Units, st: dict, path: Path, title: str = ""
     a_l = 0.5 * np.outer(np.exp(tau[sel]), a0 + u0) + 0.5 * np.outer(np.exp(-tau[sel]), a0 - u0)
     u_l = 0.5 * np.outer(np.exp(tau[sel]), a0 + u0) - 0.5 * np.outer(np.exp(-tau[sel]), a0 - u0)
     k_lin = np.sum(a_l * u_l, axis=1) / units.k_inf
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = new_figure(1, 2, figsize=(11, 4))
     ax = axes[0]
     ax.plot(tau[sel], o["K_hat"][sel], "k", lw=2, label="full flow K̂")
     ax.plot(tau[sel], np.clip(k_lin, 0, 2), "b:", label="linearized (eq. 23)")
@@ -698,16 +687,10 @@ def plot_K(traj: Trajectory, units: Units, st: dict, path: Path, title: str = ""
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_descent_time(rows: list[dict], cfg: Config, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = new_figure(1, 2, figsize=(11, 4))
     for alpha in cfg.sweep_alpha:
         pts = [(r["m"], r["T_d"]) for r in rows if r["alpha"] == alpha]
         m_ = np.array([p[0] for p in pts])
@@ -732,7 +715,6 @@ def plot_descent_time(rows: list[dict], cfg: Config, path: Path) -> None:
     fig.suptitle("Descent time on Assumption 1–2 data")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 # ---------------------------------------------------------------------------------------

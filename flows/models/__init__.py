@@ -5,7 +5,16 @@ from .base import AbstractModel as AbstractModel
 from .deep import DEEP_ACTIVATIONS as DEEP_ACTIVATIONS
 from .deep import DeepFCN as DeepFCN
 from .homogeneous import Homogeneous as Homogeneous
+from .leaky import LeakyReLUNet as LeakyReLUNet
 from .two_layer import ACTIVATIONS as ACTIVATIONS
 from .two_layer import TwoLayer as TwoLayer
 
-__all__ = ["AbstractModel", "TwoLayer", "ACTIVATIONS", "Homogeneous", "DeepFCN", "DEEP_ACTIVATIONS"]
+__all__ = [
+    "AbstractModel",
+    "TwoLayer",
+    "ACTIVATIONS",
+    "Homogeneous",
+    "DeepFCN",
+    "DEEP_ACTIVATIONS",
+    "LeakyReLUNet",
+]

@@ -58,7 +58,9 @@ class TwoLayer(AbstractModel):
             raise ConfigError(f"`m` (the width) must be an integer ≥ 1; got {self.m!r}.")
         if not (isinstance(self.d, int) and self.d >= 1):
             raise ConfigError(f"`d` (the input dimension) must be an integer ≥ 1; got {self.d!r}.")
-        if not (self.alpha.shape == () and math.isfinite(float(self.alpha))):
+        if self.alpha.shape != () or (
+            not isinstance(self.alpha, jax.core.Tracer) and not math.isfinite(float(self.alpha))
+        ):
             raise ConfigError(f"`alpha` must be a finite number; got {self.alpha!r}.")
         if isinstance(self.activation, str) and self.activation not in ACTIVATIONS:
             raise ConfigError(

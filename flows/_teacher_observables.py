@@ -1,0 +1,159 @@
+# ruff: noqa: F722
+"""Observables of the linear-teacher paper, computed inside the solve (jitted).
+
+`teacher_observables(...)` returns a function (problem, θ, t) → dict for `flows.simulate`
+or `flows.late_phase_flow`; `clustering_summary` evaluates the same quantities once, in
+NumPy-friendly form, for a given θ (figures, SGD results, tests).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from reduced.linear_teacher import smoothed_margin
+
+from ._errors import ConfigError
+
+__all__ = ["teacher_observables", "clustering", "linear_region_outside", "LOG2"]
+
+LOG2 = math.log(2.0)
+
+
+def clustering(w, u):
+    """w̄, ū, r = max(max_i ‖w^(i) − w̄‖, max_i ‖u^(i) − ū‖) (Theorem 5.1)."""
+    w_bar, u_bar = jnp.mean(w, axis=0), jnp.mean(u, axis=0)
+    r = jnp.maximum(
+        jnp.max(jnp.linalg.norm(w - w_bar, axis=1)), jnp.max(jnp.linalg.norm(u - u_bar, axis=1))
+    )
+    return w_bar, u_bar, r
+
+
+def linear_region_outside(z, w_bar, u_bar, r):
+    """Boolean per point: outside Theorem 5.1's linear region, |(w̄ − ū)·x| < 2r‖x‖."""
+    return jnp.abs(z @ (w_bar - u_bar)) < 2.0 * r * jnp.linalg.norm(z, axis=1)
+
+
+def _max_angle(w):
+    """Largest angle (radians) between two neurons of one type."""
+    nrm = jnp.linalg.norm(w, axis=1)
+    wh = w / jnp.maximum(nrm, 1e-300)[:, None]
+    cos = jnp.clip(wh @ wh.T, -1.0, 1.0)
+    return jnp.max(jnp.arccos(cos))
+
+
+def _max_disagree(p):
+    """Largest number of points on which two neurons (columns of p = x·w) disagree in sign."""
+    s = (p > 0).astype(jnp.float64)  # (n, k)
+    # disagreements between neurons a, b: Σ_i s_ia (1 − s_ib) + (1 − s_ia) s_ib
+    dis = s.T @ (1.0 - s) + (1.0 - s).T @ s
+    return jnp.max(dis)
+
+
+def teacher_observables(*, beta: float = 0.0, x_test=None, y_test=None, teacher=None):
+    """Observables of section C of THEORY.md, for a `LeakyReLUNet` problem.
+
+    **Arguments:**
+    - `beta`: the β of the NAR / PAR tests (≥ 0), applied to normalized neurons ŵ^(l).
+    - `x_test`, `y_test`: optional test set for the test linear-region fraction and accuracy.
+    - `teacher`: optional teacher direction w* (in feature space) for the teacher cosine.
+
+    **Returns:** a function (problem, θ, t) → dict with
+    - `w_bar`, `u_bar` (d′,), `r`, `r_rel` = r/‖w̄ − ū‖ (Theorem 5.1 and App. D.3),
+      `max_angle_w`, `max_angle_u` (radians; App. D.3);
+    - `frac_outside` / `frac_outside_test`: share of train / test points with
+      |(w̄ − ū)·x| < 2r‖x‖ (outside Theorem 5.1's linear region);
+    - `sign_agreement`: share of train points with sign N_W(x) = sign((w̄ − ū)·x);
+      `thm51_violations`: points *inside* the linear region where the signs differ
+      (Theorem 5.1 says 0 whenever α > 0);
+    - `in_nar`, `in_par`: 1.0 if W is in some NAR(β) / in PAR(β) (§6.1–6.2), else 0.0;
+      `par_share`, `par_share_w`, `par_share_u`: share of neurons that classify like y
+      (w neurons) or like −y (u neurons) on every training point (App. I);
+      `max_disagree`: the largest number of points on which two neurons of one type
+      disagree (App. J);
+    - `margin`: normalized margin γ = min_i y_i N(x_i)/‖W‖; `smoothed_margin`:
+      γ̃ = −log(exp(L_sum) − 1)/‖W‖, L_sum = Σ_i ℓ(y_i N(x_i)); **NaN while
+      L_sum ≥ log 2**, where γ̃ is undefined or ≤ 0 (Assumption 6.1 not yet met);
+      `l_sum`; `norm_W` = ‖W‖ (Frobenius); `accuracy`, `accuracy_test`;
+      `teacher_cos` = cos(w̄ − ū, w*) when `teacher` is given.
+    """
+    if not (math.isfinite(beta) and beta >= 0):
+        raise ConfigError(f"`beta` must be ≥ 0 (e.g. 0 or 1e-3); got {beta!r}.")
+    xt = None if x_test is None else jnp.asarray(np.asarray(x_test, dtype=np.float64))
+    yt = None if y_test is None else jnp.asarray(np.asarray(y_test, dtype=np.float64))
+    ws = None if teacher is None else jnp.asarray(np.asarray(teacher, dtype=np.float64))
+
+    def obs(problem, theta, t):
+        model = problem.model
+        x, y = problem.x, problem.y
+        z = model.features(x)
+        w, u = theta["w"], theta["u"]
+        w_bar, u_bar, r = clustering(w, u)
+        sep = w_bar - u_bar
+        sep_norm = jnp.linalg.norm(sep)
+        out_train = linear_region_outside(z, w_bar, u_bar, r)
+        f = model(theta, x)
+        lin = z @ sep
+        agree = jnp.sign(f) == jnp.sign(lin)
+        pw, pu = z @ w.T, z @ u.T  # (n, k)
+        wn = jnp.maximum(jnp.linalg.norm(w, axis=1), 1e-300)
+        un = jnp.maximum(jnp.linalg.norm(u, axis=1), 1e-300)
+        pwh, puh = pw / wn, pu / un
+        # NAR(β): per point, all neurons of a type on one side with margin β
+        nar_w = jnp.all((jnp.min(pwh, axis=1) >= beta) | (jnp.max(pwh, axis=1) <= -beta))
+        nar_u = jnp.all((jnp.min(puh, axis=1) >= beta) | (jnp.max(puh, axis=1) <= -beta))
+        par_w_neuron = jnp.all(y[:, None] * pwh >= beta, axis=0) & jnp.all(y[:, None] * pw > 0, 0)
+        par_u_neuron = jnp.all(-y[:, None] * puh >= beta, axis=0) & jnp.all(-y[:, None] * pu > 0, 0)
+        q = y * f
+        l_sum = jnp.sum(jnp.logaddexp(0.0, -q))
+        norm_w = jnp.sqrt(jnp.sum(w * w) + jnp.sum(u * u))
+        gamma_s = jnp.where(
+            l_sum < LOG2, smoothed_margin(jnp.minimum(l_sum, LOG2), norm_w), jnp.nan
+        )
+        res = {
+            "w_bar": w_bar,
+            "u_bar": u_bar,
+            "r": r,
+            "r_rel": r / sep_norm,
+            "max_angle_w": _max_angle(w),
+            "max_angle_u": _max_angle(u),
+            "frac_outside": jnp.mean(out_train.astype(jnp.float64)),
+            "sign_agreement": jnp.mean(agree.astype(jnp.float64)),
+            "thm51_violations": jnp.sum((~out_train & ~agree).astype(jnp.float64)),
+            "in_nar": (nar_w & nar_u).astype(jnp.float64),
+            "in_par": (jnp.all(par_w_neuron) & jnp.all(par_u_neuron)).astype(jnp.float64),
+            "par_share_w": jnp.mean(par_w_neuron.astype(jnp.float64)),
+            "par_share_u": jnp.mean(par_u_neuron.astype(jnp.float64)),
+            "par_share": 0.5
+            * (
+                jnp.mean(par_w_neuron.astype(jnp.float64))
+                + jnp.mean(par_u_neuron.astype(jnp.float64))
+            ),
+            "max_disagree": jnp.maximum(_max_disagree(pw), _max_disagree(pu)),
+            "margin": jnp.min(q) / norm_w,
+            "smoothed_margin": gamma_s,
+            "l_sum": l_sum,
+            "norm_W": norm_w,
+            "accuracy": jnp.mean((q > 0).astype(jnp.float64)),
+        }
+        if xt is not None:
+            zt = model.features(xt)
+            res["frac_outside_test"] = jnp.mean(
+                linear_region_outside(zt, w_bar, u_bar, r).astype(jnp.float64)
+            )
+            if yt is not None:
+                res["accuracy_test"] = jnp.mean((yt * model(theta, xt) > 0).astype(jnp.float64))
+        if ws is not None:
+            res["teacher_cos"] = sep @ ws / (sep_norm * jnp.linalg.norm(ws))
+        return res
+
+    return obs
+
+
+def evaluate(problem, theta, **kwargs) -> dict:
+    """The observables of `teacher_observables(**kwargs)` at one θ, as NumPy values."""
+    fn = jax.jit(lambda th: teacher_observables(**kwargs)(problem, th, 0.0))
+    return {k: np.asarray(v) for k, v in fn(theta).items()}

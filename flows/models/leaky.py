@@ -1,0 +1,137 @@
+# ruff: noqa: F722  (jaxtyping shape strings such as " n" are not forward annotations)
+"""The ±v leaky-ReLU network of the linear-teacher paper (eq. 1).
+
+N_W(x) = v Σ_{j=1}^k σ(w^(j)·x) − v Σ_{j=1}^k σ(u^(j)·x), σ(z) = max(α z, z), with a fixed
+output weight v > 0 and trainable first-layer rows w^(j) ("w neurons") and u^(j)
+("u neurons"). The network is 1-homogeneous in W = (w, u).
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from .._errors import ConfigError
+from .base import AbstractModel
+
+__all__ = ["LeakyReLUNet"]
+
+
+class LeakyReLUNet(AbstractModel):
+    """N_W(x) = v Σ_j σ(w^(j)·x) − v Σ_j σ(u^(j)·x), σ the leaky ReLU with slope α (eq. 1).
+
+    **Arguments:**
+    - `k`: neurons of each type (≥ 1); the network has 2k hidden neurons.
+    - `d`: input dimension of the data (≥ 1).
+    - `slope`: the leaky slope α ∈ [0, 1). The paper's theorems need 0 < α < 1; α = 0
+      (ReLU) is allowed for counterexamples, and the Theorem 5.1 checks then report
+      "not applicable".
+    - `v`: the fixed output weight (> 0).
+    - `init_scale`: standard deviation of every entry of w^(j), u^(j) at initialization
+      (> 0; tiny, e.g. 1e-4, for the clustering regime; large, e.g. 1, for little clustering).
+    - `bias`: append a constant feature 1 to x, which is a first-layer bias per neuron and
+      keeps the model 1-homogeneous (App. K). The parameters then have d + 1 columns.
+
+    **Parameters:** `{"w": (k, d′), "u": (k, d′)}` with d′ = d (+1 with `bias`).
+
+    Raises `ConfigError` for α outside [0, 1), v ≤ 0, k < 1, d < 1 or init_scale ≤ 0.
+    """
+
+    k: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    slope: float = eqx.field(static=True, default=0.1)
+    v: float = eqx.field(static=True, default=1.0)
+    init_scale: float = eqx.field(static=True, default=1e-3)
+    bias: bool = eqx.field(static=True, default=False)
+
+    def __check_init__(self):
+        if not (isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1):
+            raise ConfigError(f"`k` (neurons per type) must be an integer ≥ 1; got {self.k!r}.")
+        if not (isinstance(self.d, int) and not isinstance(self.d, bool) and self.d >= 1):
+            raise ConfigError(f"`d` (the input dimension) must be an integer ≥ 1; got {self.d!r}.")
+        if not (isinstance(self.slope, (int, float)) and 0.0 <= self.slope < 1.0):
+            raise ConfigError(
+                f"`slope` (the leaky-ReLU slope α) must lie in [0, 1); got {self.slope!r}. "
+                "The paper's theorems need 0 < α < 1; α = 0 is plain ReLU."
+            )
+        if not (isinstance(self.v, (int, float)) and math.isfinite(self.v) and self.v > 0):
+            raise ConfigError(f"`v` (the fixed output weight) must be > 0; got {self.v!r}.")
+        if not (
+            isinstance(self.init_scale, (int, float))
+            and math.isfinite(self.init_scale)
+            and self.init_scale > 0
+        ):
+            raise ConfigError(
+                f"`init_scale` must be a finite number > 0 (e.g. 1e-3); got {self.init_scale!r}."
+            )
+
+    @property
+    def d_features(self) -> int:
+        """Columns of w and u: d, or d + 1 with the constant bias feature."""
+        return self.d + int(self.bias)
+
+    @property
+    def leaky(self) -> bool:
+        """Whether α > 0 (the paper's setting; Theorem 5.1 needs it)."""
+        return self.slope > 0
+
+    def features(self, x: Float[Array, "n d"]) -> Float[Array, "n dp"]:
+        """The inputs the neurons see: x, or [x, 1] with `bias` (App. K)."""
+        x = jnp.asarray(x)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ConfigError(
+                f"inputs must have shape (n, {self.d}) for this model; got {tuple(x.shape)}."
+            )
+        if self.bias:
+            return jnp.concatenate([x, jnp.ones((x.shape[0], 1), x.dtype)], axis=1)
+        return x
+
+    def sigma(self, z):
+        """σ(z) = max(αz, z) (eq. 1)."""
+        return jnp.where(z >= 0, z, self.slope * z)
+
+    def init(self, key: PRNGKeyArray) -> dict[str, Array]:
+        kw, ku = jax.random.split(key)
+        shape = (self.k, self.d_features)
+        return {
+            "w": self.init_scale * jax.random.normal(kw, shape),
+            "u": self.init_scale * jax.random.normal(ku, shape),
+        }
+
+    def check_params(self, params: dict) -> None:
+        """Raise `ConfigError` unless `params` has w and u of shape (k, d′)."""
+        shape = (self.k, self.d_features)
+        for name in ("w", "u"):
+            if name not in params:
+                raise ConfigError(f"parameters need a {name!r} entry of shape {shape}.")
+            if tuple(jnp.shape(params[name])) != shape:
+                raise ConfigError(
+                    f"parameter {name!r} must have shape {shape} (k, d′); "
+                    f"got {tuple(jnp.shape(params[name]))}."
+                )
+
+    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, " n"]:
+        z = self.features(x)
+        pw = z @ params["w"].T
+        pu = z @ params["u"].T
+        return self.v * (jnp.sum(self.sigma(pw), axis=1) - jnp.sum(self.sigma(pu), axis=1))
+
+    def param_dims(self) -> dict[str, tuple[str, ...]]:
+        # With a bias feature the columns are not the data's `dim`, so they get their own name.
+        col = "dim_bias" if self.bias else "dim"
+        return {"w": ("neuron", col), "u": ("neuron", col)}
+
+    def describe(self) -> dict:
+        return {
+            "family": "leaky-relu ±v (linear teacher)",
+            "k": self.k,
+            "d": self.d,
+            "slope": self.slope,
+            "v": self.v,
+            "init_scale": self.init_scale,
+            "bias": self.bias,
+        }
