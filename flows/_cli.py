@@ -48,14 +48,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quick", action="store_true", help="smaller, faster version")
     c.add_argument("--out", default="results", help="output folder (default: ./results)")
 
-    s = sub.add_parser("simulate", help="integrate one gradient flow and save trajectory.nc")
-    s.add_argument("experiment", choices=["multistage"])
+    s = sub.add_parser(
+        "simulate",
+        help="integrate one gradient flow and save trajectory.nc",
+        description="multistage: the two-layer net (--m --alpha --target --data --n --t1 "
+        "--solver --rtol --atol --method --lr). bias-plateau: §4's r-homogeneous net "
+        "(--k --r --delta; t1 from the reduced model's blow-up times). linear-teacher: the "
+        "leaky-ReLU ±v net on symmetric Gaussians, loss clock (--k --init --slope --t1).",
+    )
+    s.add_argument("experiment", choices=["multistage", "bias-plateau", "linear-teacher"])
     s.add_argument("--m", type=int, default=1000, help="width (default 1000)")
     s.add_argument("--alpha", type=float, default=1.0, help="init exponent α (default 1)")
     s.add_argument("--target", default="f1", help="f1, f2 or f3 (default f1)")
     s.add_argument("--data", default="paper", choices=["paper", "assumption"])
     s.add_argument("--n", type=int, default=1000, help="number of data points")
-    s.add_argument("--t1", type=float, default=20.0, help="final time (default 20)")
+    s.add_argument(
+        "--t1",
+        type=float,
+        default=None,
+        help="final time (multistage default 20, linear-teacher 1e8)",
+    )
     s.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     s.add_argument("--solver", default="tsit5", help="tsit5, dopri5, dopri8 or kvaerno5")
     s.add_argument("--rtol", type=float, default=1e-6)
@@ -77,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--out", required=True, help="output folder; writes OUT/trajectory.nc")
     s.add_argument("--progress", action="store_true")
+    s.add_argument("--k", type=int, default=None, help="classes / neurons per type")
+    s.add_argument("--r", type=int, default=None, help="bias-plateau: homogeneity degree")
+    s.add_argument("--delta", type=float, default=None, help="bias-plateau: init scale δ")
+    s.add_argument("--init", type=float, default=None, help="linear-teacher: init scale")
+    s.add_argument("--slope", type=float, default=None, help="linear-teacher: leaky slope")
 
     d = sub.add_parser("derive", help="check the symbolic derivations (sympy)")
     d.add_argument("paper", nargs="?", default="all")
@@ -104,7 +121,38 @@ def _cmd_check(args) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _set(cfg, **changes):
+    import dataclasses
+
+    return dataclasses.replace(cfg, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _simulate_other(args):
+    from ._separable_data import symmetric_gaussians
+    from ._teacher_observables import teacher_observables
+    from .experiments import bias_plateau, linear_teacher
+
+    if args.experiment == "bias-plateau":
+        cfg = _set(bias_plateau.Config(), k=args.k, r=args.r, delta=args.delta, seed=args.seed)
+        return bias_plateau.run_homogeneous(cfg).traj
+    cfg = _set(linear_teacher.Config(), k=args.k, slope=args.slope, seed=args.seed, t1=args.t1)
+    data = symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
+    obs = teacher_observables(teacher=data.teacher, beta=cfg.beta)
+    init = cfg.small_init if args.init is None else args.init
+    return linear_teacher.run_flow(cfg, data, init, obs)
+
+
 def _cmd_simulate(args) -> int:
+    if args.experiment != "multistage":
+        traj = _simulate_other(args)
+        path = traj.save(Path(args.out) / "trajectory.nc")
+        print(
+            f"{traj.config.get('method', 'gradient flow')}: loss {traj.loss[0]:.6g} → "
+            f"{traj.loss[-1]:.6g} at t = {traj.times[-1]:g}; {traj.stats['vf_evals']} gradient "
+            f"evaluations, {traj.stats['wall_s']:.2f}s"
+        )
+        print("wrote:", path)
+        return EXIT_OK
     from . import make_problem, multistage_observables
     from .experiments import multistage as ex
     from .models import TwoLayer
@@ -116,7 +164,7 @@ def _cmd_simulate(args) -> int:
         data=args.data,
         n=args.n,
         seed=args.seed,
-        t1=args.t1,
+        t1=20.0 if args.t1 is None else args.t1,
         solver=args.solver,
         rtol=args.rtol,
         atol=args.atol,

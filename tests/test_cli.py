@@ -144,3 +144,27 @@ def test_derive_exit_codes(capsys):
 def test_python_dash_m_is_the_same_program():
     res = subprocess.run([sys.executable, "-m", "flows", "--help"], capture_output=True, text=True)
     assert res.returncode == 0 and "check" in res.stdout and "simulate" in res.stdout
+
+
+def test_simulate_bias_plateau_contract(tmp_path):
+    out = tmp_path / "bp"
+    assert _cli.main(["simulate", "bias-plateau", "--k", "3", "--out", str(out)]) == 0
+    ds = xr.open_dataset(out / "trajectory.nc")
+    assert ds["W"].dims[0] == "time" and ds["b"].dims[0] == "time"
+    assert ds["loss"].dims == ("time",)
+
+
+def test_simulate_linear_teacher_contract(tmp_path):
+    out = tmp_path / "lt"
+    code = _cli.main(["simulate", "linear-teacher", "--k", "3", "--t1", "100", "--out", str(out)])
+    assert code == 0
+    ds = xr.open_dataset(out / "trajectory.nc")
+    assert ds["w"].dims[0] == "time" and ds["u"].dims[0] == "time"
+    assert float(ds["time"][-1]) == pytest.approx(100.0)
+
+
+def test_simulate_other_bad_input_exit_2(tmp_path):
+    assert _cli.main(["simulate", "bias-plateau", "--k", "1", "--out", str(tmp_path / "a")]) == 2
+    code = _cli.main(["simulate", "linear-teacher", "--slope", "1.5", "--out", str(tmp_path / "b")])
+    assert code == 2
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -143,6 +143,8 @@ def test_nonfinite_state_is_loud():
     assert np.isfinite(float(prob.loss(prob.theta0)))
     with pytest.raises(flows.SolverError, match="non-finite") as info:
         flows.simulate(prob, t1=20.0, max_steps=2000)
+    with pytest.raises(flows.SolverError, match="non-finite"):  # also with the callback count
+        flows.simulate(prob, t1=20.0, max_steps=2000, count_evals=True)
     assert 0 < info.value.t_reached < 20.0
 
 
@@ -221,3 +223,14 @@ def test_tanh_like_activations():
         assert TwoLayer(m=2, d=1, alpha=1.0, activation=name).tanh_like()[0]
     ok, why = TwoLayer(m=2, d=1, alpha=1.0, activation=jax.nn.sigmoid).tanh_like()
     assert not ok and "σ(0)" in why
+
+
+@pytest.mark.parametrize("solver", ["tsit5", "dopri5", "dopri8"])
+@pytest.mark.parametrize("dt0", [None, 1e-3])
+def test_analytic_eval_count_matches_callback_count(solver, dt0):
+    data = flows.assumption_data("f2", n=30)
+    prob = flows.make_problem(TwoLayer(m=15, d=1, alpha=1.0), data, key=5)
+    auto = flows.simulate(prob, t1=6.0, rtol=1e-7, solver=solver, dt0=dt0)
+    counted = flows.simulate(prob, t1=6.0, rtol=1e-7, solver=solver, dt0=dt0, count_evals=True)
+    assert auto.stats["steps"] == counted.stats["steps"]
+    assert auto.stats["vf_evals"] == counted.stats["vf_evals"]
