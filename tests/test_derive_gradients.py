@@ -78,3 +78,82 @@ def test_sympy_gradient_detects_a_wrong_loss():
     args = [mpmath.mpf(float(v)) for v in (*a, *w.ravel(), *x.ravel(), *y)]
     want = np.array([float(g) for g in grad_sym(*args)])
     assert np.max(np.abs(got - want)) / np.max(np.abs(want)) > 0.1
+
+
+# ---------------------------------------------------------------------------------------
+# The other two families `flows` integrates, against sympy gradients of the same objective.
+
+
+def _mp(vals):
+    return [mpmath.mpf(float(v)) for v in vals]
+
+
+@pytest.mark.parametrize("k, d, r", [(2, 2, 3), (3, 3, 3), (2, 3, 4)])
+def test_homogeneous_cross_entropy_gradient_matches_sympy(k, d, r):
+    """(k/N) Σ_x −log softmax_y(⟨W_i, x⟩^r + b_i): `Homogeneous` + `class_sum_cross_entropy`."""
+    from flows.models import Homogeneous
+
+    n = 3
+    W = sp.Matrix(k, d, lambda i, j: sp.Symbol(f"W{i}_{j}", real=True))
+    b = sp.symbols(f"b0:{k}", real=True)
+    X = sp.Matrix(n, d, lambda s, j: sp.Symbol(f"x{s}_{j}", real=True))
+    labels = [s % k for s in range(n)]
+    loss = 0
+    for s in range(n):
+        z = [(W[i, :] * X[s, :].T)[0] ** r + b[i] for i in range(k)]
+        loss += sp.log(sum(sp.exp(zi) for zi in z)) - z[labels[s]]
+    loss = sp.Rational(k, n) * loss
+    params = list(W) + list(b)
+    grad = sp.lambdify(params + list(X), [sp.diff(loss, p) for p in params], "mpmath")
+    model = Homogeneous(k=k, d=d, r=r, delta=0.1)
+    rng = np.random.default_rng(10 * k + d)
+    Wv, bv, Xv = rng.normal(size=(k, d)) * 0.7, rng.normal(size=k), rng.normal(size=(n, d))
+    y = jnp.asarray(labels)
+
+    def loss_jax(theta):
+        return flows.class_sum_cross_entropy(model(theta, jnp.asarray(Xv)), y)
+
+    g = jax.grad(loss_jax)({"W": jnp.asarray(Wv), "b": jnp.asarray(bv)})
+    got = np.concatenate([np.asarray(g["W"]).ravel(), np.asarray(g["b"])])
+    with mpmath.workdps(30):
+        want = np.array([float(v) for v in grad(*_mp([*Wv.ravel(), *bv, *Xv.ravel()]))])
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("k, d", [(1, 2), (2, 3), (3, 2)])
+def test_leaky_logistic_gradient_matches_sympy(k, d):
+    """(1/n) Σ log(1 + exp(−y N_W(x))): `LeakyReLUNet` + `logistic`, away from the kinks."""
+    from flows.models import LeakyReLUNet
+
+    n, v, slope = 4, 0.7, sp.Rational(1, 5)
+    w = sp.Matrix(k, d, lambda i, j: sp.Symbol(f"w{i}_{j}", real=True))
+    u = sp.Matrix(k, d, lambda i, j: sp.Symbol(f"u{i}_{j}", real=True))
+    X = sp.Matrix(n, d, lambda s, j: sp.Symbol(f"x{s}_{j}", real=True))
+    ys = [1, -1, 1, -1]
+
+    def sigma(z):
+        return sp.Max(slope * z, z)
+
+    loss = 0
+    for s in range(n):
+        net = v * sum(sigma((w[i, :] * X[s, :].T)[0]) for i in range(k)) - v * sum(
+            sigma((u[i, :] * X[s, :].T)[0]) for i in range(k)
+        )
+        loss += sp.log(1 + sp.exp(-ys[s] * net))
+    loss = loss / n
+    params = list(w) + list(u)
+    grad = sp.lambdify(params + list(X), [sp.diff(loss, p) for p in params], "mpmath")
+    model = LeakyReLUNet(k=k, d=d, slope=0.2, v=v, init_scale=1.0)
+    rng = np.random.default_rng(7 * k + d)
+    wv, uv, Xv = rng.normal(size=(k, d)), rng.normal(size=(k, d)), rng.normal(size=(n, d))
+    pre = np.concatenate([Xv @ wv.T, Xv @ uv.T], axis=1)
+    assert np.min(np.abs(pre)) > 1e-3  # away from the kinks, where both sides are smooth
+
+    def loss_jax(theta):
+        return flows.logistic(model(theta, jnp.asarray(Xv)), jnp.asarray(ys, dtype=float))
+
+    g = jax.grad(loss_jax)({"w": jnp.asarray(wv), "u": jnp.asarray(uv)})
+    got = np.concatenate([np.asarray(g["w"]).ravel(), np.asarray(g["u"]).ravel()])
+    with mpmath.workdps(30):
+        want = np.array([float(v_) for v_ in grad(*_mp([*wv.ravel(), *uv.ravel(), *Xv.ravel()]))])
+    assert np.max(np.abs(got - want)) <= 1e-12 * np.max(np.abs(want))
