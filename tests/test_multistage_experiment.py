@@ -160,3 +160,14 @@ def test_config_validation():
         ex.Config(beta=1.5)
     with pytest.raises(flows.ConfigError, match="t1"):
         ex.Config(t1=0.0)
+
+
+def test_not_applicable_for_anisotropic_inputs(tiny_run):
+    traj, units, _, _ = tiny_run
+    x = np.random.default_rng(0).normal(size=(60, 2)) * [1.0, 3.0]
+    aniso = ex.Units.of(flows.moments(flows.from_arrays(x, x[:, 0])))
+    assert not aniso.isotropic
+    checks, _ = ex.check_run(traj, aniso, TINY)
+    theorem = [c for c in checks if c.source.startswith("multistage")]
+    assert theorem and all(c.verdict == NOT_APPLICABLE for c in theorem)
+    assert all("whiten" in c.reason for c in theorem)

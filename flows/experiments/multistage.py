@@ -114,11 +114,12 @@ class Units:
     k_inf: float
     s2: float
     description: str
+    isotropic: bool = True
 
     @classmethod
     def of(cls, mom: DataMoments) -> Units:
         nz = ms.normalization(mom.s2, mom.b_norm)
-        return cls(nz.lam, nz.time_rate, nz.k_inf, mom.s2, mom.describe())
+        return cls(nz.lam, nz.time_rate, nz.k_inf, mom.s2, mom.describe(), mom.isotropic)
 
     def tau(self, t):
         return np.asarray(t) * self.rate
@@ -216,7 +217,7 @@ def check_run(traj: Trajectory, units: Units, cfg: Config) -> tuple[list[Check],
     reasons = []
     if not alpha > 0.5:
         reasons.append(f"α = {alpha} ≤ 1/2 (the theorems need small init, α > 1/2)")
-    if not units_isotropic(units):
+    if not units.isotropic:
         reasons.append(units.description)
     tanh_like, why = TwoLayer(m=m, d=1, alpha=alpha).tanh_like()
     if not tanh_like:
@@ -464,10 +465,6 @@ def check_run(traj: Trajectory, units: Units, cfg: Config) -> tuple[list[Check],
             )
         )
     return checks, st
-
-
-def units_isotropic(units: Units) -> bool:
-    return not units.description.startswith("E xxᵀ is not isotropic")
 
 
 def cfg_d(traj: Trajectory) -> int:
