@@ -28,7 +28,7 @@ import optimistix as optx
 
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
-from ._simulate import SOLVERS, Observables, simulate
+from ._simulate import SOLVERS, Observables, _Counter, _tree_sq_norm, simulate
 from ._trajectory import Trajectory
 
 __all__ = ["LATE_CLOCKS", "late_phase_flow", "late_save_times"]
@@ -49,14 +49,6 @@ def late_save_times(
     return np.concatenate([[t0], np.geomspace(first, t1, n_save - 1)])
 
 
-class _Counter:
-    def __init__(self):
-        self.n = 0
-
-    def __call__(self):
-        self.n += 1
-
-
 _COUNTER = _Counter()
 _COMPILED: dict = {}
 
@@ -71,18 +63,14 @@ class _Settings:
     observables: object
 
 
-def _tree_sq_norm(tree):
-    return sum(jnp.vdot(v, v) for v in jax.tree_util.tree_leaves(tree))
-
-
 def _segment(settings: _Settings, problem, s0, y0, target, s_end):
     """Integrate the loss-clock field from (s0, y0) until t = target (event) or s = s_end."""
 
     def vector_field(s, y, prob):
         theta, _, _ = y
-        if settings.count_evals:
-            jax.debug.callback(_COUNTER)
         loss, g = prob.loss_and_grad(theta)
+        if settings.count_evals:
+            jax.debug.callback(_COUNTER, ~jnp.isfinite(_tree_sq_norm(g)))
         h = 1.0 / loss  # dt/ds
         return jax.tree_util.tree_map(lambda v: -h * v, g), h * _tree_sq_norm(g), h
 
@@ -233,7 +221,7 @@ def late_phase_flow(
     obs0_fn = eqx.filter_jit(
         lambda prob, th, t: {**settings.observables(prob, th, t), "loss": prob.loss(th)}
     )
-    _COUNTER.n = 0
+    _COUNTER.reset()
     compile_s = 0.0
     records, thetas, s_vals, t_vals = [], [], [], []
     steps = [0, 0, 0]

@@ -26,4 +26,3 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
         for out in cell.get("outputs", [])
     )
     assert shown or any(p.suffix == ".png" for p in tmp_path.iterdir()), "no figure produced"
-    assert os.environ["FLOWS_NOTEBOOK_SIZE"] == "small"
