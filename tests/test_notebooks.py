@@ -1,6 +1,5 @@
 """Every notebook in notebooks/ runs top to bottom at a small size (FLOWS_NOTEBOOK_SIZE=small)."""
 
-import os
 from pathlib import Path
 
 import nbformat
