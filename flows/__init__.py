@@ -47,6 +47,7 @@ from ._simulate import CLOCKS as CLOCKS  # noqa: E402
 from ._simulate import SOLVERS as SOLVERS  # noqa: E402
 from ._simulate import gradient_descent as gradient_descent  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
+from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
 from ._stages import first_crossing as first_crossing  # noqa: E402
 from ._teacher_observables import teacher_observables as teacher_observables  # noqa: E402

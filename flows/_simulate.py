@@ -12,12 +12,20 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optimistix as optx
 
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
 from ._trajectory import Trajectory
 
-__all__ = ["SOLVERS", "simulate", "gradient_descent", "Observables"]
+__all__ = [
+    "SOLVERS",
+    "simulate",
+    "gradient_descent",
+    "Observables",
+    "StopCondition",
+    "stop_at_loss",
+]
 
 #: Solvers by name. Tsit5 (default, 5th order explicit), Dopri5, Dopri8 (tight
 #: tolerances), Kvaerno5 (implicit, for stiff runs; forms the dense Hessian, so small
@@ -43,8 +51,22 @@ MAX_IMPLICIT_PARAMS = 4000
 Observables = Callable[[Problem, dict, jax.Array], dict]
 
 
+#: A stop condition: (problem, θ, t) → scalar; the run ends where it first falls to 0.
+StopCondition = Callable[[Problem, dict, jax.Array], jax.Array]
+
+
 def _no_observables(problem, theta, t):
     return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class stop_at_loss:  # noqa: N801 (used like a function: `stop=stop_at_loss(1e-3)`)
+    """Stop condition for `simulate(stop=…)`: end the run when the loss reaches `eps`."""
+
+    eps: float
+
+    def __call__(self, problem, theta, t):
+        return problem.loss(theta) - self.eps
 
 
 def _tree_sq_norm(tree) -> jax.Array:
@@ -124,6 +146,7 @@ class _FlowSettings:
     progress: bool
     observables: Callable
     clock: str = "physical"
+    stop: Callable | None = None
 
 
 def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
@@ -139,7 +162,7 @@ def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
         if settings.count_evals:
             bad = ~jnp.isfinite(_tree_sq_norm(g))
             jax.debug.callback(_COUNTER, bad)
-        h = jnp.exp(s) if log_clock else 1.0  # dt/ds
+        h = jnp.exp(s).astype(y[1].dtype) if log_clock else 1.0  # dt/ds
         return jax.tree_util.tree_map(lambda v: -h * v, g), h * _tree_sq_norm(g)
 
     def save_obs(s, y, prob):
@@ -151,8 +174,21 @@ def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
 
     subs = [
         diffrax.SubSaveAt(ts=ts, fn=save_obs),
-        diffrax.SubSaveAt(t1=True, fn=lambda s, y, prob: (physical_time(s), y[0])),
+        diffrax.SubSaveAt(
+            t1=True, fn=lambda s, y, prob: (physical_time(s), y[0], save_obs(s, y, prob))
+        ),
     ]
+    event = None
+    if settings.stop is not None:
+        stop = settings.stop
+
+        def cond(t, y, args, **kwargs):  # diffrax passes the clock value as `t`
+            return stop(args, y[0], physical_time(t))
+
+        # downcrossing only: a run that starts at or below 0 is not stopped at t0
+        event = diffrax.Event(
+            cond, root_finder=optx.Newton(rtol=1e-10, atol=1e-10), direction=False
+        )
     if pts.shape[0]:
         subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
     meter = diffrax.TextProgressMeter() if settings.progress else diffrax.NoProgressMeter()
@@ -162,13 +198,14 @@ def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
         t0,
         t1,
         settings.dt0,
-        (problem.theta0, jnp.zeros(())),
+        (problem.theta0, jnp.zeros((), dtype=problem.dtype)),
         args=problem,
         saveat=diffrax.SaveAt(subs=subs),
         stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
         max_steps=settings.max_steps,
         throw=False,
         progress_meter=meter,
+        event=event,
     )
 
 
@@ -190,6 +227,7 @@ def simulate(
     progress: bool = False,
     count_evals: bool | str = "auto",
     throw: bool = True,
+    stop: StopCondition | None = None,
 ) -> Trajectory:
     """Integrate the exact gradient flow dθ/dt = −∇L(θ) from θ(t0) = `problem.theta0`.
 
@@ -216,6 +254,10 @@ def simulate(
     - `throw`: raise `SolverError` when the solve fails (default). With `throw=False` the
       partial trajectory is returned with `stats["result"]` naming the failure and
       `stats["t_reached"]`.
+    - `stop`: an event, (problem, θ, t) → scalar: the run ends where it first falls from
+      > 0 to 0 (located by a root finder on the dense output), e.g. `stop_at_loss(1e-3)`.
+      The trajectory then ends at that time (save times after it are dropped, the stop
+      time is appended) and `stats["stopped_at"]` records it (NaN when not triggered).
 
     **Returns:** a `Trajectory`.
     """
@@ -251,6 +293,7 @@ def simulate(
         progress=progress,
         observables=observables or _no_observables,
         clock=clock,
+        stop=stop,
     )
     args = (
         problem,
@@ -276,10 +319,11 @@ def simulate(
     counter = _COUNTER
 
     obs = {k: np.asarray(v) for k, v in sol.ys[0].items()}
-    t_reached, theta_end = sol.ys[1]
-    theta_end = jax.tree_util.tree_map(lambda v: v[0], theta_end)  # drop the length-1 save axis
-    t_reached = float(np.asarray(t_reached).reshape(-1)[0])
-    ok = bool(sol.result == diffrax.RESULTS.successful)
+    # drop the length-1 save axis of the final-state save
+    t_reached, theta_end, obs_end = jax.tree_util.tree_map(lambda v: v[0], sol.ys[1])
+    t_reached = float(np.asarray(t_reached))
+    stopped = bool(sol.result == diffrax.RESULTS.event_occurred)
+    ok = bool(sol.result == diffrax.RESULTS.successful) or stopped
     stats = {
         "result": "successful" if ok else _failure_reason(problem, sol, theta_end, _COUNTER),
         "t_reached": t_reached,
@@ -293,6 +337,7 @@ def simulate(
         ),
         "compile_s": compile_s,
         "wall_s": wall_s,
+        "stopped_at": t_reached if stopped else float("nan"),
     }
     config = {
         "method": f"gradient flow ({solver})",
@@ -306,7 +351,8 @@ def simulate(
         "max_steps": max_steps,
         "dt0": dt0,
         "save_params": save_params,
-        "dtype": str(jnp.asarray(problem.x).dtype),
+        "dtype": str(problem.dtype),
+        "stop": _describe_stop(stop),
     }
     if not ok and throw:
         raise SolverError(
@@ -315,11 +361,21 @@ def simulate(
             t_reached=t_reached,
             reason=stats["result"],
         )
-    loss0 = float(problem.loss(problem.theta0))
-    obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
     params = {}
     if len(pts):
         params = {k: np.asarray(v) for k, v in sol.ys[2].items()}
+    if stopped:  # the run ended at t_reached: keep earlier saves, append the final state
+        keep, pkeep = ts < t_reached, pts < t_reached
+        ts = np.append(ts[keep], t_reached)
+        obs = {k: np.concatenate([v[keep], np.asarray(obs_end[k])[None]]) for k, v in obs.items()}
+        if len(pts):
+            pts = np.append(pts[pkeep], t_reached)
+            params = {
+                k: np.concatenate([v[pkeep], np.asarray(theta_end[k])[None]])
+                for k, v in params.items()
+            }
+    loss0 = float(problem.loss(problem.theta0))
+    obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
     return Trajectory(
         times=ts,
         observables=obs,
@@ -330,6 +386,14 @@ def simulate(
         param_dims=problem.model.param_dims(),
         data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
     )
+
+
+def _describe_stop(stop) -> str:
+    if stop is None:
+        return "none"
+    if isinstance(stop, stop_at_loss):
+        return f"loss <= {stop.eps}"
+    return getattr(stop, "__name__", repr(stop))
 
 
 def _failure_reason(problem: Problem, sol, theta_end, counter: _Counter) -> str:
@@ -434,7 +498,7 @@ def gradient_descent(
     def rec(carry, t, prob):
         return _gd_record(carry, t, prob, obs_fn)
 
-    carry = (problem.theta0, jnp.zeros(()))
+    carry = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
     start = time.perf_counter()
     jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))  # compile outside the timing
     jax.block_until_ready(rec(carry, jnp.asarray(0.0), problem))

@@ -1,0 +1,114 @@
+"""The hand-derived (fused) two-layer vector field, float32, and stop events in `simulate`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import assert_tree_allclose
+
+import flows
+from flows.models import TwoLayer
+
+
+def _final(tr):
+    return {k: tr.param(k) for k in tr.params}
+
+
+def _problems(m, d, activation, bias, **kw):
+    data = flows.assumption_data("f2", n=37, d=d, seed=1)
+    model = TwoLayer(m=m, d=d, alpha=0.1, activation=activation, bias=bias)
+    auto = flows.make_problem(model, data, key=2, **kw)
+    fused = flows.make_problem(model, data, key=2, vector_field="fused", **kw)
+    return auto, fused
+
+
+@pytest.mark.parametrize("activation", ["tanh", "sin", "erf", jax.nn.gelu])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("m,d", [(1, 1), (7, 3)])
+def test_fused_gradient_equals_autodiff(activation, bias, m, d):
+    auto, fused = _problems(m, d, activation, bias)
+    # away from θ(0) too: large weights reach the saturated part of σ
+    for scale in (1.0, 30.0):
+        theta = jax.tree_util.tree_map(lambda v, s=scale: s * v, auto.theta0)
+        g = auto.grad(theta)
+        # round-off relative to the gradient's size (single entries can cancel)
+        tol = 1e-13 * max(float(jnp.max(jnp.abs(v))) for v in jax.tree_util.tree_leaves(g))
+        assert_tree_allclose(fused.grad(theta), g, rtol=1e-12, atol=tol)
+        la, ga = fused.loss_and_grad(theta)
+        assert float(la) == pytest.approx(float(auto.loss(theta)), rel=1e-14)
+        assert_tree_allclose(ga, g, rtol=1e-12, atol=tol)
+
+
+def test_fused_flow_equals_autodiff_flow():
+    auto, fused = _problems(12, 2, "tanh", False)
+    kw = dict(t1=30.0, rtol=1e-10, atol=1e-13, n_save=5)
+    ta, tf = flows.simulate(auto, **kw), flows.simulate(fused, **kw)
+    assert ta.loss[-1] < 0.5 * ta.loss[0]
+    np.testing.assert_allclose(tf.loss, ta.loss, rtol=1e-9)
+    assert_tree_allclose(_final(tf), _final(ta), rtol=1e-8, atol=1e-12)
+    assert tf.config["problem"]["vector_field"] == "fused"
+
+
+def test_float32_flow_tracks_float64_to_single_precision():
+    auto, _ = _problems(12, 2, "tanh", False)
+    _, f32 = _problems(12, 2, "tanh", False, dtype="float32")
+    assert f32.x.dtype == jnp.float32 and f32.theta0["a"].dtype == jnp.float32
+    kw = dict(t1=30.0, rtol=1e-5, atol=1e-7, n_save=5)
+    t64, t32 = flows.simulate(auto, **kw), flows.simulate(f32, **kw)
+    assert t32.config["dtype"] == "float32"
+    err = max(float(np.max(np.abs(_final(t32)[k] - _final(t64)[k]))) for k in ("a", "w"))
+    size = max(float(np.max(np.abs(v))) for v in _final(t64).values())
+    # single precision (eps 6e-8) accumulated over a few hundred steps, plus rtol 1e-5
+    assert 1e-9 < err / size < 1e-4
+
+
+def test_fused_and_dtype_bad_input():
+    data = flows.assumption_data("f2", n=10)
+    model = TwoLayer(m=3, d=1, alpha=1.0)
+    with pytest.raises(flows.ConfigError, match="vector_field"):
+        flows.make_problem(model, data, vector_field="hand")
+    with pytest.raises(flows.ConfigError, match="squared error only"):
+        flows.make_problem(model, data, vector_field="fused", loss_fn=flows.logistic)
+    with pytest.raises(flows.ConfigError, match="dtype"):
+        flows.make_problem(model, data, dtype="float16")
+
+
+# --- stop events -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small():
+    data = flows.assumption_data("f2", n=40)
+    return flows.make_problem(TwoLayer(m=20, d=1, alpha=0.75), data, key=3)
+
+
+def test_stop_at_loss_ends_the_run_where_the_loss_reaches_eps(small):
+    full = flows.simulate(small, t1=40.0, rtol=1e-10, atol=1e-13, n_save=2001)
+    eps = 0.5 * (full.loss[0] + full.loss[-1])
+    i = int(np.argmax(full.loss <= eps))  # first save at or below eps
+    tr = flows.simulate(
+        small, t1=40.0, rtol=1e-10, atol=1e-13, n_save=2001, stop=flows.stop_at_loss(eps)
+    )
+    t_stop = tr.stats["stopped_at"]
+    assert full.times[i - 1] < t_stop <= full.times[i]
+    assert tr.times[-1] == t_stop and tr.loss[-1] == pytest.approx(eps, rel=1e-8)
+    assert np.all(tr.times[:-1] < t_stop) and len(tr.times) == i + 1
+    # parameters at the stop time: continuing the same flow from θ0 to t_stop agrees
+    ref = flows.simulate(small, t1=t_stop, rtol=1e-10, atol=1e-13, n_save=2)
+    assert_tree_allclose(_final(tr), _final(ref), rtol=1e-6, atol=1e-10)
+    assert tr.config["stop"] == f"loss <= {eps}"
+    assert np.max(tr.observables["energy_residual"]) < 1e-8 * tr.loss[0]
+
+
+def test_stop_never_triggered_runs_to_t1(small):
+    tr = flows.simulate(small, t1=5.0, n_save=11, stop=flows.stop_at_loss(-1.0))
+    assert np.isnan(tr.stats["stopped_at"]) and tr.times[-1] == 5.0 and len(tr.times) == 11
+
+
+def test_stop_with_the_log_clock_uses_physical_time(small):
+    def after_three(problem, theta, t):
+        return 3.0 - t
+
+    tr = flows.simulate(small, t1=100.0, clock="log", n_save=50, stop=after_three)
+    assert tr.stats["stopped_at"] == pytest.approx(3.0, rel=1e-8)
+    assert tr.times[-1] == pytest.approx(3.0, rel=1e-8)
