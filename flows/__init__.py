@@ -10,6 +10,7 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 from . import models as models  # noqa: E402
+from ._batch import simulate_batch as simulate_batch  # noqa: E402
 from ._bias_observables import classification_observables as classification_observables  # noqa: E402
 from ._bias_observables import homogeneous_observables as homogeneous_observables  # noqa: E402
 from ._checks import Check as Check  # noqa: E402
@@ -36,6 +37,8 @@ from ._losses import squared_error as squared_error  # noqa: E402
 from ._observables import multistage_observables as multistage_observables  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
+from ._rkc import RKC2 as RKC2  # noqa: E402
+from ._rkc import rkc_eval_counts as rkc_eval_counts  # noqa: E402
 from ._separable_data import SeparableData as SeparableData  # noqa: E402
 from ._separable_data import antipodal_with_outlier as antipodal_with_outlier  # noqa: E402
 from ._separable_data import check_separable as check_separable  # noqa: E402
@@ -45,10 +48,13 @@ from ._separable_data import teacher_ball as teacher_ball  # noqa: E402
 from ._sgd import sgd_to_epsilon as sgd_to_epsilon  # noqa: E402
 from ._simulate import CLOCKS as CLOCKS  # noqa: E402
 from ._simulate import SOLVERS as SOLVERS  # noqa: E402
+from ._simulate import auto_solver as auto_solver  # noqa: E402
 from ._simulate import gradient_descent as gradient_descent  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
 from ._stages import first_crossing as first_crossing  # noqa: E402
+from ._sweep import plot_descent_sweep as plot_descent_sweep  # noqa: E402
+from ._sweep import sweep as sweep  # noqa: E402
 from ._teacher_observables import teacher_observables as teacher_observables  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402

@@ -1,7 +1,9 @@
-"""Command line: `flows check`, `flows simulate`, `flows derive` (also `python -m flows`).
+"""Command line: `flows check`, `flows simulate`, `flows sweep`, `flows derive` (also
+`python -m flows`).
 
-Exit status: 0 success (no applicable check failed), 1 a check or identity failed,
-2 bad input, 3 a solver failure (the message names the time reached and what to try).
+Exit status: 0 success (no applicable check failed), 1 a check or identity failed (sweep:
+a grid point failed), 2 bad input, 3 a solver failure (the message names the time reached
+and what to try).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="final time (multistage default 20, linear-teacher 1e8)",
     )
     s.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
-    s.add_argument("--solver", default="tsit5", help="tsit5, dopri5, dopri8 or kvaerno5")
+    s.add_argument("--solver", default="tsit5", help="tsit5, dopri5, dopri8, kvaerno5, rkc or auto")
     s.add_argument("--rtol", type=float, default=1e-6)
     s.add_argument("--atol", type=float, default=1e-9)
     s.add_argument("--n-save", type=int, default=401, help="number of save times")
@@ -94,6 +96,55 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--delta", type=float, default=None, help="bias-plateau: init scale δ")
     s.add_argument("--init", type=float, default=None, help="linear-teacher: init scale")
     s.add_argument("--slope", type=float, default=None, help="linear-teacher: leaky slope")
+
+    w = sub.add_parser(
+        "sweep",
+        help="run a grid of gradient flows (batched, resumable, optionally on Dask)",
+        description="multistage: the descent-time grid m × α × seeds (T_p, T_d, loss and K̂ "
+        "curves per point). Runs of one width are batched with vmap; every point is written "
+        "atomically to OUT/points/, the combined results to OUT/sweep.nc and the figure to "
+        "OUT/descent_time.png. Rerunning the same command resumes (completed points are "
+        "skipped, failed ones retried); a larger grid extends the folder. Exit status: 0 all "
+        "points ok, 1 some failed, 2 bad input.",
+    )
+    w.add_argument("experiment", choices=["multistage"])
+    w.add_argument("--m", required=True, help="widths, comma-separated (e.g. 1000,5000)")
+    w.add_argument("--alpha", required=True, help="init exponents α > 1/2 (e.g. 0.75,1.0)")
+    w.add_argument("--seeds", default="0", help="seeds: a range 0-2 or a list 0,1,2 (default 0)")
+    w.add_argument("--target", default="f1", help="f1, f2 or f3 (default f1)")
+    w.add_argument("--data", default="paper", choices=["paper", "assumption"])
+    w.add_argument("--n", type=int, default=1000, help="number of data points (default 1000)")
+    w.add_argument(
+        "--solver", default="tsit5", help="a solver of flows.SOLVERS, e.g. tsit5 (default) or rkc"
+    )
+    w.add_argument(
+        "--vector-field",
+        default="autodiff",
+        choices=["autodiff", "fused"],
+        help="autodiff (default) or the hand-derived fused two-layer field",
+    )
+    w.add_argument("--rtol", type=float, default=1e-6)
+    w.add_argument("--atol", type=float, default=1e-9)
+    w.add_argument("--beta", type=float, default=0.1, help="T_d threshold β (default 0.1)")
+    w.add_argument("--n-save", type=int, default=401, help="save times per run (default 401)")
+    w.add_argument(
+        "--margin",
+        type=float,
+        default=8.0,
+        help="horizon τ₁ = (2α−1)/2·ln m + margin, in the theorems' time (default 8)",
+    )
+    w.add_argument("--max-steps", type=int, default=200_000, help="solver step budget per run")
+    w.add_argument("--batch-size", type=int, default=8, help="most runs per vmapped batch")
+    w.add_argument("--out", required=True, help="output folder (created, or resumed)")
+    w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
+    w.add_argument(
+        "--connect-timeout",
+        type=_positive_float("--connect-timeout"),
+        default=10.0,
+        help="seconds to wait for the scheduler (default 10)",
+    )
+    w.add_argument("--no-plot", action="store_true", help="do not write descent_time.png")
+    w.add_argument("--quiet", action="store_true", help="print only the summary")
 
     d = sub.add_parser("derive", help="check the symbolic derivations (sympy)")
     d.add_argument("paper", nargs="?", default="all")
@@ -215,6 +266,45 @@ def _cmd_simulate(args) -> int:
     return EXIT_OK
 
 
+def _cmd_sweep(args) -> int:
+    from ._sweep import sweep
+
+    try:
+        result = sweep(
+            args.out,
+            m=args.m,
+            alpha=args.alpha,
+            seeds=args.seeds,
+            experiment=args.experiment,
+            target=args.target,
+            data=args.data,
+            n=args.n,
+            solver=args.solver,
+            rtol=args.rtol,
+            atol=args.atol,
+            beta=args.beta,
+            n_save=args.n_save,
+            margin=args.margin,
+            max_steps=args.max_steps,
+            vector_field=args.vector_field,
+            batch_size=args.batch_size,
+            scheduler=args.scheduler,
+            connect_timeout=args.connect_timeout,
+            plot=not args.no_plot,
+            progress=not args.quiet,
+        )
+    except KeyboardInterrupt:
+        print(
+            f"flows: sweep interrupted; completed points are saved in {args.out}/points. "
+            "Rerun the same command to resume.",
+            file=sys.stderr,
+        )
+        return 130
+    if args.quiet:
+        print(result.summary)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
 def _cmd_derive(args) -> int:
     try:
         from reduced import derive
@@ -235,6 +325,8 @@ def main(argv=None) -> int:
             return _cmd_check(args)
         if args.command == "simulate":
             return _cmd_simulate(args)
+        if args.command == "sweep":
+            return _cmd_sweep(args)
         return _cmd_derive(args)
     except ConfigError as exc:
         print(f"flows: error: {exc}", file=sys.stderr)

@@ -16,6 +16,7 @@ import optimistix as optx
 
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
+from ._rkc import RKC2, rkc_eval_counts
 from ._trajectory import Trajectory
 
 __all__ = [
@@ -29,12 +30,14 @@ __all__ = [
 
 #: Solvers by name. Tsit5 (default, 5th order explicit), Dopri5, Dopri8 (tight
 #: tolerances), Kvaerno5 (implicit, for stiff runs; forms the dense Hessian, so small
-#: problems only).
+#: problems only), RKC2 (second-order Runge–Kutta–Chebyshev: stabilized explicit, for
+#: gradient flows whose step is limited by the Hessian's spectral radius; `flows._rkc`).
 SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
     "kvaerno5": diffrax.Kvaerno5,
+    "rkc": RKC2,
 }
 _IMPLICIT = {"kvaerno5"}
 #: Vector-field evaluations per step of the explicit solvers as diffrax implements them
@@ -192,6 +195,7 @@ def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
     if pts.shape[0]:
         subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
     meter = diffrax.TextProgressMeter() if settings.progress else diffrax.NoProgressMeter()
+    rkc = settings.solver == "rkc"
     return diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         SOLVERS[settings.solver](),
@@ -200,7 +204,7 @@ def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
         settings.dt0,
         (problem.theta0, jnp.zeros((), dtype=problem.dtype)),
         args=problem,
-        saveat=diffrax.SaveAt(subs=subs),
+        saveat=diffrax.SaveAt(subs=subs, solver_state=rkc),
         stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
         max_steps=settings.max_steps,
         throw=False,
@@ -237,7 +241,11 @@ def simulate(
     **Arguments:**
     - `problem`: the objective and θ(0) (`flows.make_problem`).
     - `t1`, `t0`: time span (physical time of the flow).
-    - `solver`: one of `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5').
+    - `solver`: one of `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5', 'rkc'),
+      or 'auto': 'rkc' at rtol ≥ `AUTO_RKC_MIN_RTOL`, else 'tsit5' (`auto_solver`).
+      'rkc' also reports `stats["jvp_evals"]` (Hessian-vector products of its power
+      iteration; `vf_evals` counts each once more, as the primal evaluation inside it)
+      and `stats["spectral_radius"]`.
     - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
     - `ts` or `n_save`: save times (default `n_save` equally spaced points on [t0, t1]).
     - `save_params`: θ at every save time ('all'), at the first and last ('ends'), or
@@ -248,8 +256,10 @@ def simulate(
       to t ~ 10⁶–10¹², at a cost growing like log t). Save times stay physical.
     - `max_steps`: solver step budget. `dt0`: initial step (None: chosen automatically).
     - `progress`: print a progress meter. `count_evals`: how to count vector-field calls:
-      'auto' (default) from the step count for explicit solvers (`EVALS_PER_STEP`) and
-      by a host callback for implicit ones; True: always by callback (costs ~10 % on a
+      'auto' (default) from the step count for explicit solvers (`EVALS_PER_STEP`), from
+      the solver's own count for 'rkc' (exact on accepted steps; evaluations of rejected
+      steps are not seen — `stats["rejected_steps"]` says how many) and by a host callback
+      for implicit ones; True: always by callback (costs ~10 % on a
       wide net on CPU, and synchronizes on accelerators); False: not at all.
     - `throw`: raise `SolverError` when the solve fails (default). With `throw=False` the
       partial trajectory is returned with `stats["result"]` naming the failure and
@@ -262,8 +272,11 @@ def simulate(
     **Returns:** a `Trajectory`.
     """
     _check_common(t0, t1, rtol, atol, save_params)
+    requested = solver
+    if solver == "auto":
+        solver = auto_solver(rtol)
     if solver not in SOLVERS:
-        raise ConfigError(f"`solver` must be one of {sorted(SOLVERS)}; got {solver!r}.")
+        raise ConfigError(f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {solver!r}.")
     if solver in _IMPLICIT and problem.n_params > MAX_IMPLICIT_PARAMS:
         raise ConfigError(
             f"solver {solver!r} forms the dense {problem.n_params}×{problem.n_params} Hessian; "
@@ -273,7 +286,12 @@ def simulate(
     if count_evals not in (True, False, "auto"):
         raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
     analytic_count = count_evals == "auto" and solver in EVALS_PER_STEP
-    callback_count = count_evals is True or (count_evals == "auto" and not analytic_count)
+    # RKC2 counts its own evaluations in its state (exact on accepted steps; a callback
+    # would double its wall time on mid-size nets)
+    state_count = count_evals == "auto" and solver == "rkc"
+    callback_count = count_evals is True or (
+        count_evals == "auto" and not (analytic_count or state_count)
+    )
     if not (isinstance(max_steps, int) and max_steps >= 1):
         raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
     if clock not in CLOCKS:
@@ -339,10 +357,27 @@ def simulate(
         "wall_s": wall_s,
         "stopped_at": t_reached if stopped else float("nan"),
     }
+    stats["vf_evals_counted_by"] = (
+        "step count"
+        if analytic_count
+        else "callback"
+        if callback_count
+        else "solver state (accepted steps only)"
+        if state_count
+        else "not counted"
+    )
+    if solver == "rkc":  # the stabilized solver's own counts (accepted steps only)
+        counts = {k: np.asarray(v).item() for k, v in rkc_eval_counts(sol.solver_state).items()}
+        if state_count:
+            stats["vf_evals"] = int(counts["vf_evals"] + counts["jvp_evals"])
+        stats["jvp_evals"] = int(counts["jvp_evals"])  # Hessian-vector products (power iteration)
+        stats["spectral_radius"] = float(counts["rho"])  # last bound used (safety factor in)
+        stats["last_stages"] = int(counts["stages"])
     config = {
         "method": f"gradient flow ({solver})",
         "problem": problem.describe(),
         "solver": solver,
+        "solver_requested": requested,
         "clock": clock,
         "rtol": rtol,
         "atol": atol,
@@ -386,6 +421,19 @@ def simulate(
         param_dims=problem.model.param_dims(),
         data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
     )
+
+
+#: `solver='auto'` picks RKC2 at tolerances where a second-order method is accurate enough
+#: (rtol ≥ this) and Tsit5 below. Measured on the multi-stage default
+#: (benchmarks/results/work_precision_multistage.md): there the flow is stability-limited,
+#: and RKC2 at rtol 1e-4…1e-5 reaches gradient descent's (η = 1e-3) error with far fewer
+#: evaluations than Tsit5 at any tolerance; at tighter targets Tsit5's fifth order wins.
+AUTO_RKC_MIN_RTOL = 1e-5
+
+
+def auto_solver(rtol: float) -> str:
+    """The solver `simulate(solver='auto')` uses at this rtol ('rkc' or 'tsit5')."""
+    return "rkc" if rtol >= AUTO_RKC_MIN_RTOL else "tsit5"
 
 
 def _describe_stop(stop) -> str:

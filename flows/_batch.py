@@ -1,0 +1,293 @@
+"""Batched gradient flows: runs of equal shape integrated together under `jax.vmap`.
+
+Runs that differ only in traced leaves of the `Problem` (θ(0), α, the data values) and in
+their horizon share one compiled, vmapped solve. Each member keeps its own adaptive step
+size (diffrax's while loop runs until every member has reached its own t1; finished
+members are masked), so a member's result equals the unbatched `simulate` run to
+round-off. A member that fails (max steps, step-size collapse, NaN/Inf) is reported as a
+`SolverError` for that member only; the others are returned as usual.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import types
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._errors import ConfigError, SolverError
+from ._problem import Problem
+from ._rkc import rkc_eval_counts
+from ._simulate import (
+    _IMPLICIT,
+    EVALS_PER_STEP,
+    MAX_IMPLICIT_PARAMS,
+    SOLVERS,
+    Observables,
+    _advice,
+    _check_common,
+    _Counter,
+    _failure_reason,
+    _FlowSettings,
+    _no_observables,
+    _param_save_times,
+    _solve_flow,
+)
+from ._trajectory import Trajectory
+
+__all__ = ["simulate_batch", "stack_problems"]
+
+#: Compiled batched solves, keyed by settings, batch size, which leaves are batched, the
+#: problem's structure and shapes (like `_simulate._COMPILED`).
+_COMPILED: dict = {}
+
+
+def _same(a, b) -> bool:
+    if a is b:
+        return True
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+
+
+#: Fields of `Problem` that are passed unbatched when equal in every member.
+_SHAREABLE = ("x", "y")
+
+
+def _field(path) -> str | None:
+    return getattr(path[0], "name", None) if path else None
+
+
+def stack_problems(problems: list[Problem]) -> tuple[Problem, Problem]:
+    """Split `problems` into (batched, shared) halves for `jax.vmap`.
+
+    The data `x`, `y` are shared (kept once, not mapped) when equal in every problem; every
+    other leaf (θ(0), α, …) is stacked along a new leading axis, even when equal, so that
+    every batch of one shape uses one compiled solve. Recombine a member with
+    `eqx.combine(batched_member, shared)`. Raises `ConfigError` when the problems differ in
+    structure, static fields (m, d, activation, loss, data name) or leaf shapes.
+    """
+    if not problems:
+        raise ConfigError("`problems` is empty: give at least one Problem to simulate.")
+    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(problems[0])
+    leaves0 = [leaf for _, leaf in paths_leaves]
+    shareable = [_field(path) in _SHAREABLE for path, _ in paths_leaves]
+    all_leaves = [leaves0]
+    for i, p in enumerate(problems[1:], start=1):
+        leaves, td = jax.tree_util.tree_flatten(p)
+        if td != treedef:
+            raise ConfigError(
+                f"problems[{i}] differs from problems[0] in structure or static fields "
+                "(width m, input dimension d, activation, loss, data name); only runs of equal "
+                "shape can be batched."
+            )
+        for j, (a, b) in enumerate(zip(leaves0, leaves, strict=True)):
+            if jnp.shape(a) != jnp.shape(b) or jnp.result_type(a) != jnp.result_type(b):
+                raise ConfigError(
+                    f"problems[{i}] differs from problems[0] in the shape of leaf {j} "
+                    f"({jnp.shape(b)} vs {jnp.shape(a)}); only runs of equal shape can be batched."
+                )
+        all_leaves.append(leaves)
+    batched, shared = [], []
+    for j in range(len(leaves0)):
+        column = [leaves[j] for leaves in all_leaves]
+        if shareable[j] and all(_same(column[0], c) for c in column[1:]):
+            batched.append(None)
+            shared.append(column[0])
+        else:
+            batched.append(jnp.stack([jnp.asarray(c) for c in column]))
+            shared.append(None)
+    return (
+        jax.tree_util.tree_unflatten(treedef, batched),
+        jax.tree_util.tree_unflatten(treedef, shared),
+    )
+
+
+def _solve_batch(settings: _FlowSettings, batched, shared, ts, pts, t0, t1):
+    def one(b, ts_, pts_, t1_):
+        return _solve_flow(settings, eqx.combine(b, shared), ts_, pts_, t0, t1_)
+
+    return jax.vmap(one)(batched, ts, pts, t1)
+
+
+def _member(tree, i: int):
+    return jax.tree_util.tree_map(lambda v: v[i], tree)
+
+
+def simulate_batch(
+    problems: list[Problem],
+    *,
+    t1s,
+    n_save: int = 201,
+    solver: str = "tsit5",
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    observables: Observables | None = None,
+    max_steps: int = 200_000,
+    save_params: str = "none",
+    dt0: float | None = None,
+) -> list[Trajectory | SolverError]:
+    """Integrate the gradient flows of several problems of equal shape in one vmapped solve.
+
+    **Arguments:**
+    - `problems`: `Problem`s with equal structure, static fields and leaf shapes (e.g. one
+      width m, different α and seeds).
+    - `t1s`: one final (physical) time per problem; each run saves at `n_save` equally
+      spaced times on [0, t1].
+    - `solver`, `rtol`, `atol`, `observables`, `max_steps`, `save_params`, `dt0`: as in
+      `simulate` (physical clock; vector-field evaluations counted from the step count for
+      the explicit solvers in `EVALS_PER_STEP`, −1 for the others).
+
+    **Returns:** one entry per problem, in order: a `Trajectory` (as `simulate` returns it;
+    `stats["wall_s"]` is the whole batch's wall time divided by the batch size, and
+    `stats["batch_wall_s"]`, `stats["batch_size"]` give the batch's) or, for a member whose
+    solve failed, a `SolverError` (not raised) naming the time reached and the reason, with
+    the partial run as its `trajectory` attribute. Raises `ConfigError` on bad input.
+    """
+    problems = list(problems)
+    t1s = [float(t) for t in np.atleast_1d(np.asarray(t1s, dtype=np.float64))]
+    if len(t1s) != len(problems):
+        raise ConfigError(
+            f"`t1s` must give one final time per problem: got {len(t1s)} for "
+            f"{len(problems)} problems."
+        )
+    for t1 in t1s:
+        _check_common(0.0, t1, rtol, atol, save_params)
+    if solver not in SOLVERS:
+        raise ConfigError(f"`solver` must be one of {sorted(SOLVERS)}; got {solver!r}.")
+    if not (isinstance(n_save, int) and n_save >= 2):
+        raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
+    if not (isinstance(max_steps, int) and max_steps >= 1):
+        raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
+    batched, shared = stack_problems(problems)
+    if solver in _IMPLICIT and problems[0].n_params > MAX_IMPLICIT_PARAMS:
+        raise ConfigError(
+            f"solver {solver!r} forms the dense Hessian; it is limited to "
+            f"{MAX_IMPLICIT_PARAMS} parameters (got {problems[0].n_params}). Use 'tsit5'."
+        )
+    settings = _FlowSettings(
+        solver=solver,
+        rtol=rtol,
+        atol=atol,
+        max_steps=max_steps,
+        dt0=dt0,
+        count_evals=False,
+        progress=False,
+        observables=observables or _no_observables,
+    )
+    ts = np.stack([np.linspace(0.0, t1, n_save) for t1 in t1s])
+    pts = np.stack([_param_save_times(row, save_params) for row in ts])
+    args = (
+        batched,
+        shared,
+        jnp.asarray(ts),
+        jnp.asarray(pts),
+        jnp.asarray(0.0),
+        jnp.asarray(np.asarray(t1s)),
+    )
+    key = (
+        settings,
+        len(problems),
+        n_save,
+        pts.shape[1],
+        jax.tree_util.tree_structure(batched),
+        jax.tree_util.tree_structure(shared),
+    ) + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves((batched, shared)))
+    start = time.perf_counter()
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        compiled = eqx.filter_jit(_solve_batch).lower(settings, *args).compile()
+        _COMPILED[key] = compiled
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    sol = compiled(settings, *args)
+    jax.block_until_ready(sol.ys)
+    wall_s = time.perf_counter() - start
+
+    results: list[Trajectory | SolverError] = []
+    for i, problem in enumerate(problems):
+        results.append(
+            _member_result(
+                problem, sol, i, ts[i], pts[i], t1s[i], settings, save_params, compile_s, wall_s
+            )
+        )
+    return results
+
+
+def _member_result(problem, sol, i, ts, pts, t1, settings, save_params, compile_s, wall_s):
+    solver = settings.solver
+    batch = int(np.asarray(sol.stats["num_steps"]).shape[0])
+    obs = {k: np.asarray(v[i]) for k, v in sol.ys[0].items()}
+    end = _member(sol.ys[1], i)  # (t, θ[, observables]) at the last step, save axis of 1
+    theta_end = jax.tree_util.tree_map(lambda v: v[0], end[1])
+    t_reached = float(np.asarray(end[0]).reshape(-1)[0])
+    stats_i = {k: np.asarray(v)[i] for k, v in sol.stats.items()}
+    result_i = _member(sol.result, i)
+    ok = bool(result_i == diffrax.RESULTS.successful)
+    if ok:
+        reason = "successful"
+    else:
+        view = types.SimpleNamespace(result=result_i, stats=stats_i)
+        reason = _failure_reason(problem, view, theta_end, _Counter())
+    steps = int(stats_i["num_steps"])
+    stats = {
+        "result": reason,
+        "t_reached": t_reached,
+        "steps": steps,
+        "accepted_steps": int(stats_i["num_accepted_steps"]),
+        "rejected_steps": int(stats_i["num_rejected_steps"]),
+        "vf_evals": EVALS_PER_STEP[solver] * steps + 1 if solver in EVALS_PER_STEP else -1,
+        "compile_s": compile_s,
+        "wall_s": wall_s / batch,
+        "batch_wall_s": wall_s,
+        "batch_size": batch,
+    }
+    if solver == "rkc":  # its own counts, accepted steps only (as in `simulate`)
+        c = _member(rkc_eval_counts(sol.solver_state), i)
+        stats["vf_evals"] = int(c["vf_evals"] + c["jvp_evals"])
+        stats["jvp_evals"] = int(c["jvp_evals"])
+        stats["spectral_radius"] = float(c["rho"])
+    config = {
+        "method": f"gradient flow ({solver}, batched)",
+        "problem": problem.describe(),
+        "solver": solver,
+        "clock": "physical",
+        "rtol": settings.rtol,
+        "atol": settings.atol,
+        "t0": 0.0,
+        "t1": t1,
+        "max_steps": settings.max_steps,
+        "dt0": settings.dt0,
+        "save_params": save_params,
+        "dtype": str(jnp.asarray(problem.x).dtype),
+    }
+    loss0 = float(problem.loss(problem.theta0))
+    obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
+    params = {}
+    if len(pts):
+        params = {k: np.asarray(v[i]) for k, v in sol.ys[2].items()}
+    traj = Trajectory(
+        times=np.asarray(ts),
+        observables=obs,
+        param_times=np.asarray(pts),
+        params=params,
+        stats=stats,
+        config=config,
+        param_dims=problem.model.param_dims(),
+        data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
+    )
+    if ok:
+        return traj
+    t_str = f"{t_reached:.6g}" if math.isfinite(t_reached) else str(t_reached)
+    err = SolverError(
+        f"gradient-flow solve stopped at t = {t_str} of t1 = {t1:g}: {reason}. "
+        + _advice(reason, solver),
+        t_reached=t_reached,
+        reason=reason,
+    )
+    err.trajectory = traj
+    return err

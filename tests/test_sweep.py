@@ -1,0 +1,371 @@
+"""Batched sweeps: vmapped solves, resume, refusing to mix, bad input, Dask, the figure."""
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import flows
+from flows import _batch, _cli, _sweep
+from flows.models import TwoLayer
+
+# One tiny grid for every sweep here: one width, so one compiled batched solve (B = 2).
+GRID = dict(m="20", alpha="0.75,1.0", seeds="0-1")
+SETTINGS = dict(target="f2", data="assumption", n=30, n_save=41, batch_size=2)
+CLI_ARGS = [
+    "sweep",
+    "multistage",
+    "--m",
+    "20",
+    "--alpha",
+    "0.75,1.0",
+    "--seeds",
+    "0-1",
+    "--target",
+    "f2",
+    "--data",
+    "assumption",
+    "--n",
+    "30",
+    "--n-save",
+    "41",
+    "--batch-size",
+    "2",
+    "--no-plot",
+]
+TIMING = {"wall_s", "batch_wall_s", "compile_s"}
+
+
+def _run(out, **kw):
+    return _sweep.sweep(out, **{**GRID, **SETTINGS, "plot": False, "progress": False, **kw})
+
+
+def _assert_same_results(a: xr.Dataset, b: xr.Dataset, rtol=1e-12, atol=1e-13):
+    """Equal to round-off (atol: the energy residual is a difference of O(1) numbers)."""
+    assert set(a.data_vars) == set(b.data_vars)
+    for k in ("m", "alpha", "seed"):
+        np.testing.assert_array_equal(a[k].values, b[k].values)
+    for name in a.data_vars:
+        if name in TIMING:
+            continue
+        if a[name].dtype.kind in "fiu":
+            np.testing.assert_allclose(
+                a[name].values, b[name].values, rtol=rtol, atol=atol, err_msg=name
+            )
+        else:
+            np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The grid run uninterrupted, in-process."""
+    out = tmp_path_factory.mktemp("ref") / "sweep"
+    result = _run(out, plot=True)
+    return result, result.dataset()
+
+
+# ---------------------------------------------------------------------------------------
+# Grid parsing
+
+
+def test_parse_grid_forms():
+    assert _sweep.parse_widths("1000,5000") == (1000, 5000)
+    assert _sweep.parse_widths([250, "1e3"]) == (250, 1000)
+    assert _sweep.parse_alphas("0.75, 1") == (0.75, 1.0)
+    assert _sweep.parse_seeds("0-2") == (0, 1, 2)
+    assert _sweep.parse_seeds("0,1,5-6") == (0, 1, 5, 6)
+    assert _sweep.parse_seeds(range(3)) == (0, 1, 2)
+    grid = _sweep.parse_grid("20,40", "0.75,1", "0-1")
+    assert len(grid) == 8 and grid[0] == (20, 0.75, 0) and grid[-1] == (40, 1.0, 1)
+
+
+@pytest.mark.parametrize(
+    "m, alpha, seeds, match",
+    [
+        ("", "1", "0", "--m is empty"),
+        ("1000,,5000", "1", "0", "malformed"),
+        ("10x0", "1", "0", "not an integer"),
+        ("1", "1", "0", "≥ 2"),
+        ("1000", "0.5", "0", "α > 1/2"),
+        ("1000", "nan", "0", "finite"),
+        ("1000", "abc", "0", "not a number"),
+        ("1000,1000", "1", "0", "duplicate grid point: m=1000 given twice"),
+        ("1000", "1,1.0", "0", "duplicate grid point: alpha=1.0"),
+        ("1000", "1", "0-2,1", "duplicate grid point: seed=1"),
+        ("1000", "1", "2-0", "empty"),
+        ("1000", "1", "-1", "negative"),
+        ([], "1", "0", "empty"),
+    ],
+)
+def test_parse_grid_errors(m, alpha, seeds, match):
+    with pytest.raises(flows.ConfigError, match=match):
+        _sweep.parse_grid(m, alpha, seeds)
+
+
+def test_make_batches_groups_by_width_and_balances():
+    grid = _sweep.parse_grid("20,40", "0.75,1,1.25", "0-2")
+    batches = _sweep.make_batches(grid, 4)
+    assert [len(b) for b in batches] == [3, 3, 3, 3, 3, 3]
+    assert all(len({p[0] for p in b}) == 1 for b in batches)
+    assert _sweep._pads(_sweep.make_batches(grid[:7], 4)) == [4, 4]
+    assert sorted(p for b in batches for p in b) == sorted(grid)
+
+
+# ---------------------------------------------------------------------------------------
+# simulate_batch
+
+
+def _problems(m=20, n=30, specs=((0.75, 0), (1.0, 1))):
+    data = flows.assumption_data("f2", n=n)
+    return [flows.make_problem(TwoLayer(m=m, d=1, alpha=a), data, key=s) for a, s in specs]
+
+
+def test_simulate_batch_equals_one_by_one(reference):
+    """Each vmapped member takes its own adaptive steps: same step counts, same numbers to
+    round-off as `simulate` (same settings as the sweep, so the compiled solve is reused)."""
+    probs = _problems()
+    t1s = [5.0, 8.0]  # different horizons in one batch
+    kw = dict(rtol=1e-6, atol=1e-9, observables=flows.multistage_observables)
+    batch = _batch.simulate_batch(probs, t1s=t1s, n_save=41, **kw)
+    for prob, t1, tr in zip(probs, t1s, batch, strict=True):
+        ref = flows.simulate(prob, t1=t1, n_save=41, save_params="none", **kw)
+        assert isinstance(tr, flows.Trajectory)
+        assert tr.stats["steps"] == ref.stats["steps"]
+        assert tr.stats["vf_evals"] == ref.stats["vf_evals"]
+        np.testing.assert_array_equal(tr.times, ref.times)
+        for name in ("loss", "K_hat", "q_max", "energy", "energy_residual"):
+            np.testing.assert_allclose(
+                tr.observables[name], ref.observables[name], rtol=1e-12, atol=1e-15
+            )
+    assert batch[0].stats["batch_size"] == 2
+
+
+def test_simulate_batch_failure_is_per_member():
+    """One member exhausts max_steps (long horizon); the other is returned as usual."""
+    probs = _problems(m=4, n=10)
+    out = _batch.simulate_batch(probs, t1s=[0.2, 500.0], n_save=5, max_steps=12)
+    assert isinstance(out[0], flows.Trajectory) and out[0].stats["result"] == "successful"
+    assert isinstance(out[1], flows.SolverError)
+    assert "max_steps" in out[1].reason and out[1].t_reached < 500.0
+    assert out[1].trajectory.stats["result"] == out[1].reason
+
+
+def test_simulate_batch_bad_input():
+    with pytest.raises(flows.ConfigError, match="equal shape"):
+        _batch.simulate_batch(_problems(m=3) + _problems(m=4)[:1], t1s=[1, 1, 1])
+    with pytest.raises(flows.ConfigError, match="one final time per problem"):
+        _batch.simulate_batch(_problems(m=3), t1s=[1.0])
+    with pytest.raises(flows.ConfigError, match="empty"):
+        _batch.simulate_batch([], t1s=[])
+    with pytest.raises(flows.ConfigError, match="solver"):
+        _batch.simulate_batch(_problems(m=3), t1s=[1, 1], solver="euler")
+
+
+# ---------------------------------------------------------------------------------------
+# The sweep
+
+
+def test_sweep_results_and_layout(reference):
+    result, ds = reference
+    assert result.ok and result.n_points == 4 and result.n_run == 4 and result.n_skipped == 0
+    assert ds.sizes == {"m": 1, "alpha": 2, "seed": 2, "save": 41}
+    assert (ds["status"] == "ok").all()
+    for name in ("T_p", "T_d", "loss_plateau_end", "vf_evals", "steps", "energy_residual_max"):
+        assert ds[name].dims == ("m", "alpha", "seed")
+    assert ds["loss"].dims == ("m", "alpha", "seed", "save")
+    # T_p from Table 1, T_d measured after it and before the horizon
+    np.testing.assert_allclose(ds["T_p"].sel(alpha=1.0), math.log(20) / 4)
+    assert np.all(ds["T_d"] > ds["T_p"]) and np.all(ds["T_d"] < ds["tau1"])
+    assert np.all(ds["energy_residual_max"] < 1e-6)
+    # T_d is read off the stored curves: first τ ≥ T_p with 1 − K̂ ≤ β
+    p = ds.sel(m=20, alpha=1.0, seed=0)
+    td = flows.first_crossing(p["tau"], 1 - p["K_hat"], 0.1, after=float(p["T_p"]))
+    assert td == pytest.approx(float(p["T_d"]), rel=1e-12)
+    cfg = json.loads(ds.attrs["config"])
+    assert cfg["solver"] == "tsit5" and cfg["target"] == "f2" and "jax" in ds.attrs["versions"]
+    out = result.out
+    assert sorted(f.name for f in (out / "points").iterdir()) == [
+        "m20_alpha0.75_seed0.nc",
+        "m20_alpha0.75_seed1.nc",
+        "m20_alpha1.0_seed0.nc",
+        "m20_alpha1.0_seed1.nc",
+    ]
+    assert json.loads((out / "manifest.json").read_text())["experiment"] == "multistage"
+    assert result.figure.exists() and set(result.slopes) == {"T_d_vs_alpha", "T_d_vs_ln_m"}
+
+
+def test_resume_after_crash_skips_done_points(reference, tmp_path, monkeypatch):
+    _, ref = reference
+    out = tmp_path / "sweep"
+    real_write = _sweep._write_point
+    written = []
+
+    def crash_after_two(points_dir, rec, cfg):
+        if len(written) == 2:
+            raise KeyboardInterrupt  # a crash mid-sweep
+        written.append(rec["id"])
+        return real_write(points_dir, rec, cfg)
+
+    monkeypatch.setattr(_sweep, "_write_point", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        _run(out)
+    monkeypatch.setattr(_sweep, "_write_point", real_write)
+    assert len(list((out / "points").glob("*.nc"))) == 2
+    # debris of an interrupted write never counts as a completed point
+    (out / "points" / ".m20_alpha1.0_seed0.nc.abc123.tmp").write_bytes(b"\x89HDF partial")
+    computed = []
+    real_run_points = _sweep.run_points
+
+    def counting(config, specs, pad_to=0):
+        computed.extend(specs)
+        return real_run_points(config, specs, pad_to)
+
+    monkeypatch.setattr(_sweep, "run_points", counting)
+    result = _run(out)
+    assert sorted(computed) == [(20, 1.0, 0), (20, 1.0, 1)]  # only the missing points
+    assert result.n_skipped == 2 and result.n_run == 2 and result.ok
+    _assert_same_results(result.dataset(), ref)
+    computed.clear()
+    _run(out)
+    assert computed == []  # nothing left to do
+    # a corrupt point file is recomputed, as is a deleted one (batched together this time:
+    # the results do not depend on the batch's composition)
+    (out / "points" / "m20_alpha0.75_seed1.nc").write_bytes(b"garbage")
+    (out / "points" / "m20_alpha1.0_seed0.nc").unlink()
+    _run(out)
+    assert computed == [(20, 0.75, 1), (20, 1.0, 0)]
+    _assert_same_results(xr.load_dataset(out / "sweep.nc"), ref)
+
+
+def test_extending_the_grid_adds_points(reference, tmp_path, monkeypatch):
+    out = tmp_path / "sweep"
+    _run(out, alpha="1.0")
+    result = _run(out, alpha="0.75")  # a different grid, same settings: allowed
+    ds = result.dataset()
+    assert list(ds["alpha"].values) == [0.75, 1.0] and (ds["status"] == "ok").all()
+    _assert_same_results(ds, reference[1])
+
+
+def test_refuses_to_mix_configs(reference, tmp_path):
+    result, _ = reference
+    out = result.out
+    before = {p.name: p.stat().st_mtime_ns for p in out.rglob("*")}
+    with pytest.raises(flows.ConfigError, match=r"rtol=1e-06.*rtol=1e-08.*new --out.*delete"):
+        _run(out, rtol=1e-8)
+    with pytest.raises(flows.ConfigError, match="target='f2'"):
+        _run(out, target="f3")
+    assert {p.name: p.stat().st_mtime_ns for p in out.rglob("*")} == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(flows.ConfigError, match="holds no sweep"):
+        _run(other)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "manifest.json").write_text(json.dumps({"experiment": "bias-plateau", "config": {}}))
+    with pytest.raises(flows.ConfigError, match="experiment 'bias-plateau'"):
+        _run(foreign)
+    with pytest.raises(flows.ConfigError, match="experiments"):
+        _run(tmp_path / "x", experiment="linear-teacher")
+    assert not (tmp_path / "x").exists()
+
+
+def test_failing_point_is_recorded_and_retried(reference, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "sweep"
+    real = _sweep._make_point_problem
+
+    def broken(cfg, m, alpha, seed):
+        if (alpha, seed) == (1.0, 1):
+            raise RuntimeError("injected failure")
+        return real(cfg, m, alpha, seed)
+
+    monkeypatch.setattr(_sweep, "_make_point_problem", broken)
+    code = _cli.main(CLI_ARGS + ["--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "[4/4]" in text and "FAILED (1)" in text and "injected failure" in text
+    ds = xr.load_dataset(out / "sweep.nc")
+    bad = ds.sel(m=20, alpha=1.0, seed=1)
+    assert str(bad["status"].values) == "failed" and "injected failure" in str(bad["error"].values)
+    assert np.isnan(float(bad["T_d"]))
+    assert int((ds["status"] == "ok").sum()) == 3
+    monkeypatch.setattr(_sweep, "_make_point_problem", real)
+    # the rerun retries the failed point; with a deleted one beside it, the two make one
+    # batch of the width already compiled here (a batch of one would compile anew)
+    (out / "points" / "m20_alpha0.75_seed0.nc").unlink()
+    code = _cli.main(CLI_ARGS + ["--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0 and "1 failed before (retried)" in text and "2 to run" in text
+    _assert_same_results(xr.load_dataset(out / "sweep.nc"), reference[1])
+
+
+def test_cli_bad_input_exit_2_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "bad"
+    args = CLI_ARGS + ["--out", str(out)]
+    bad_grid = list(args)
+    bad_grid[bad_grid.index("--m") + 1] = "20,20"
+    assert _cli.main(bad_grid) == 2
+    assert "duplicate grid point: m=20 given twice" in capsys.readouterr().err
+    assert _cli.main(args[:-2] + ["--solver", "nope", "--out", str(out)]) == 2
+    assert _cli.main(args + ["--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "1"]) == 2
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unreachable_scheduler_writes_nothing(tmp_path):
+    out = tmp_path / "never"
+    start = time.perf_counter()
+    with pytest.raises(flows.ConfigError, match="cannot reach the Dask scheduler.*nothing"):
+        _run(out, scheduler="tcp://127.0.0.1:1", connect_timeout=2.0)
+    assert time.perf_counter() - start < 15
+    assert not out.exists()
+
+
+def test_missing_dask_is_a_config_error(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
+    with pytest.raises(flows.ConfigError, match=r"pip install 'flows-theory\[dask\]'"):
+        _run(tmp_path / "o", scheduler="tcp://127.0.0.1:8786")
+    assert not (tmp_path / "o").exists()
+
+
+def test_dask_local_cluster_matches_in_process(reference, tmp_path):
+    """A local cluster of two worker processes; the client writes the point files as
+    batches complete. The grid goes as one batch of four (one task): every worker process
+    imports JAX and compiles its own solve (≈ 10–25 s on a loaded 2-core machine), and the
+    results do not depend on how points are batched (checked against batches of two)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        result = _run(tmp_path / "dask", scheduler=cluster.scheduler_address, batch_size=4)
+    assert result.ok and result.backend.startswith("Dask") and "2 workers" in result.backend
+    ds = result.dataset()
+    assert (ds["batch_size"] == 4).all()
+    _assert_same_results(ds.drop_vars("batch_size"), reference[1].drop_vars("batch_size"))
+
+
+def test_plot_descent_sweep_recovers_slopes(tmp_path):
+    cfg = _sweep.SweepConfig(n_save=3)
+    rng = np.random.default_rng(0)
+    recs = []
+    for m in (100, 1000, 10000):
+        for a in (0.75, 1.0, 1.5):
+            for s in (0, 1):
+                rec = _sweep._blank_record(cfg, m, a, s)
+                rec.update(status="ok", T_d=(2 * a - 1) / 2 * math.log(m) + 1.0)
+                rec["T_d"] += 0.01 * rng.standard_normal() * (s - 0.5)
+                recs.append(rec)
+    recs[-1].update(status="failed", T_d=float("nan"), error="x")  # left out of the mean
+    path = _sweep._write_netcdf_atomic(_sweep.combined_dataset(recs, cfg), tmp_path / "s.nc")
+    slopes = _sweep.plot_descent_sweep(path, tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 10_000
+    for a, s in slopes["T_d_vs_ln_m"].items():
+        assert s["theory"] == (2 * a - 1) / 2
+        assert s["fit"] == pytest.approx(s["theory"], abs=0.01)
+    for m, s in slopes["T_d_vs_alpha"].items():
+        assert s["fit"] == pytest.approx(math.log(m), abs=0.05)
