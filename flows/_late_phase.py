@@ -113,6 +113,16 @@ def _segment(settings: _Settings, problem, s0, y0, target, s_end):
     return s1, y1, obs, stats, sol.result
 
 
+@eqx.filter_jit
+def _loss_jit(prob, th):
+    return prob.loss(th)
+
+
+@eqx.filter_jit
+def _obs0_jit(obs_fn, prob, th, t):  # module level: compiled once per observables function
+    return {**obs_fn(prob, th, t), "loss": prob.loss(th)}
+
+
 def _f64(v):
     return jnp.asarray(v, dtype=jnp.float64)
 
@@ -213,14 +223,17 @@ def late_phase_flow(
     s = _f64(0.0)
     start = time.perf_counter()
     seg = _COMPILED.get(key)
-    if seg is None:
+    fresh = seg is None  # only then does the first segment call include compilation
+    if fresh:
         seg = eqx.filter_jit(_segment)
         _COMPILED[key] = seg
-    # Observables at ts[0] (integrate to it first if it lies after t0).
-    loss_fn = eqx.filter_jit(lambda prob, th: prob.loss(th))
-    obs0_fn = eqx.filter_jit(
-        lambda prob, th, t: {**settings.observables(prob, th, t), "loss": prob.loss(th)}
-    )
+
+    def loss_fn(prob, th):
+        return _loss_jit(prob, th)
+
+    def obs0_fn(prob, th, t):  # observables at ts[0] when no integration precedes it
+        return _obs0_jit(settings.observables, prob, th, t)
+
     _COUNTER.reset()
     compile_s = 0.0
     records, thetas, s_vals, t_vals = [], [], [], []
@@ -242,7 +255,7 @@ def late_phase_flow(
             t_call = time.perf_counter()
             s_new, y_new, obs, st, result = seg(settings, problem, s, y, _f64(target), _f64(s_end))
             jax.block_until_ready(y_new)
-            if i == 1 or (i == 0 and target > t0):
+            if fresh and (i == 1 or (i == 0 and target > t0)):
                 compile_s = time.perf_counter() - t_call
             okay, n, acc, rej = (int(v) for v in st)
             steps[0] += n

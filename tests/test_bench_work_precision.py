@@ -1,0 +1,147 @@
+"""The work-precision benchmark runs at `--quick` size and writes complete, reproducible
+outputs; its scipy and torch vector fields are the JAX one (no timing assertions)."""
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from jax.flatten_util import ravel_pytree
+
+BENCH = Path(__file__).parent.parent / "benchmarks"
+
+
+def _load(name):
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses need the module registered
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def wp():
+    return _load("bench_work_precision")
+
+
+def _table_rows(md: str) -> list[list[str]]:
+    lines = md.split("## Rows", 1)[1].strip().splitlines()
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:] if ln.startswith("|")]
+
+
+@pytest.mark.parametrize("case", ["multistage", "linear-teacher"])
+def test_quick_run_writes_complete_outputs(wp, tmp_path, case):
+    # one torch thread: with 2 OpenMP threads on a busy 2-core machine each torch call can be
+    # ~100× slower (barrier waits); the threads only change timings, not results
+    args = ["--case", case, "--quick", "--out", str(tmp_path), "--torch-threads", "1"]
+    (res,) = wp.main(args)
+    stem = f"work_precision_{case}_quick"
+    md, js, png = (tmp_path / f"{stem}.{ext}" for ext in ("md", "json", "png"))
+    assert md.exists() and js.exists() and png.exists() and png.stat().st_size > 1000
+    assert not list(tmp_path.glob(".*")), "temporary files left behind"
+
+    text = md.read_text()
+    assert "## Headline" in text
+    table = _table_rows(text)
+    labels = [r[0] for r in table]
+    assert labels == [r["label"] for r in res["rows"]]  # a row per method, in order
+    families = {r["family"] for r in res["rows"]}
+    assert {"gradient descent", "scipy RK45", "torchdiffeq dopri5"} <= families
+    assert any(f.startswith("flows tsit5") for f in families)
+    ran = [r for r in res["rows"] if r["status"] == "ok"]
+    assert len(ran) >= 6
+    for r in ran:
+        assert r["vf_evals"] > 0 and math.isfinite(r["wall_s"]) and r["wall_s"] > 0
+        assert math.isfinite(r["err_max"]) and math.isfinite(r["err_rel"])
+    for cells, r in zip(table, res["rows"], strict=True):
+        if r["status"] == "ok":
+            for c in cells[2:7]:  # evals, wall, compile, error, relative error
+                assert math.isfinite(float(c)), cells
+        else:
+            assert r["status"] in ("skipped", "failed") and r.get("reason"), r
+    # every toolkit solver is listed (run or skipped with a reason)
+    for solver in wp._simulate.SOLVERS:
+        assert any(lab.startswith(f"flows {solver}") for lab in labels), solver
+    # the exact flow at rtol 1e-6 is far closer to the reference than GD at η = 1e-3
+    base = next(r for r in ran if r["settings"].get("learning_rate") == 1e-3)
+    tsit = next(r for r in ran if r["settings"].get("solver") == "tsit5")
+    assert tsit["err_max"] < 0.1 * base["err_max"]
+    head = res["headline"]
+    assert head["baseline"] == base["label"]
+    assert head["wall_vs_gd"]["ratio"] > 0 and head["evals_vs_gd"]["ratio"] > 0
+    assert "vs_scipy_rk45" in head
+
+    payload = json.loads(js.read_text())
+    cfg = payload["config"]
+    assert cfg["problem"] and cfg["reference"]["rtol"] == 1e-11 and cfg["quick"] is True
+    assert cfg["tolerance_grid"] and cfg["gd_learning_rates"] and cfg["torch_threads"] == 1
+    for pkg in ("jax", "diffrax", "scipy", "numpy", "torch", "python", "git_commit"):
+        assert pkg in payload["versions"]
+    assert payload["machine"]["cores_available"] >= 1
+    assert len(payload["rows"]) == len(res["rows"])
+    for r in payload["rows"]:
+        assert r["settings"] is not None and "status" in r
+
+
+@pytest.fixture(scope="module")
+def problems(wp):
+    """Small versions of both cases' problems (θ(0) and a random point)."""
+    import flows
+    from flows.models import TwoLayer
+
+    ms = flows.make_problem(TwoLayer(m=50, d=1, alpha=1.0), flows.paper_data("f1"), key=0)
+    lt = wp.linear_teacher_case(True).build()
+    return {"multistage": ms, "linear-teacher": lt}
+
+
+def _points(problem):
+    flat0, _ = ravel_pytree(problem.theta0)
+    rng = np.random.default_rng(1)
+    return [np.asarray(flat0), np.asarray(flat0) + 0.3 * rng.standard_normal(flat0.shape)]
+
+
+@pytest.mark.parametrize("case", ["multistage", "linear-teacher"])
+def test_scipy_vector_field_is_the_jax_one(wp, problems, case):
+    problem = problems[case]
+    y0, vf = wp.jax_flat_field(problem)
+    flat0, unravel = ravel_pytree(problem.theta0)
+    np.testing.assert_array_equal(y0, np.asarray(flat0))
+    assert np.array_equal(wp.flat(problem.theta0), y0)  # the benchmark's θ layout
+    for y in _points(problem):
+        expected = -ravel_pytree(problem.grad(unravel(jax.numpy.asarray(y))))[0]
+        np.testing.assert_allclose(np.asarray(vf(y)), np.asarray(expected), rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("case", ["multistage", "linear-teacher"])
+def test_torch_port_gradient_equals_jax(wp, problems, case):
+    pytest.importorskip("torch")
+    port = _load("_torch_port")
+    problem = problems[case]
+    obj = port.port_problem(problem)
+    flat0, unravel = ravel_pytree(problem.theta0)
+    np.testing.assert_array_equal(obj.theta0.numpy(), np.asarray(flat0))
+    np.testing.assert_allclose(
+        float(obj.loss(obj.theta0)), float(problem.loss(problem.theta0)), rtol=1e-13
+    )
+    for y in _points(problem):
+        g_jax = np.asarray(ravel_pytree(problem.grad(unravel(jax.numpy.asarray(y))))[0])
+        g_torch = obj.grad_numpy(y)
+        scale = np.max(np.abs(g_jax))
+        assert np.max(np.abs(g_torch - g_jax)) <= 1e-12 * scale, case
+
+
+def test_torch_port_rejects_other_models():
+    pytest.importorskip("torch")
+    port = _load("_torch_port")
+    import flows
+    from flows.models import TwoLayer
+
+    p = flows.make_problem(TwoLayer(m=5, d=1, alpha=1.0, activation="sin"), flows.paper_data())
+    with pytest.raises(NotImplementedError):
+        port.port_problem(p)
