@@ -461,7 +461,7 @@ def build_methods(case: Case, problems: dict, variant_skips: dict) -> list[Metho
                         f"flows {solver}{suffix}",
                         fam,
                         {"solver": solver, "variant": variant},
-                        skip="not in this run's tolerance grid (--quick)",
+                        skip="not in this run's tolerance grid",
                     )
                 )
                 continue
