@@ -312,6 +312,11 @@ def test_cli_bad_input_exit_2_writes_nothing(tmp_path, capsys):
     assert _cli.main(args[:-2] + ["--solver", "nope", "--out", str(out)]) == 2
     assert _cli.main(args + ["--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "1"]) == 2
     assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+    # an atol above the initial weights' scale (std m^-α = 1e-10 at m = 1e5, α = 2)
+    big = list(args)
+    big[big.index("--m") + 1], big[big.index("--alpha") + 1] = "100000", "2.0"
+    assert _cli.main(big) == 2
+    assert "is not small against the initial weights" in capsys.readouterr().err
     assert not out.exists()
 
 
