@@ -24,10 +24,7 @@ from ._errors import ConfigError, SolverError
 from ._problem import Problem
 from ._rkc import rkc_eval_counts
 from ._simulate import (
-    _IMPLICIT,
     EVALS_PER_STEP,
-    MAX_IMPLICIT_PARAMS,
-    SOLVERS,
     Observables,
     _advice,
     _check_common,
@@ -36,6 +33,7 @@ from ._simulate import (
     _FlowSettings,
     _no_observables,
     _param_save_times,
+    _resolve_solver,
     _solve_flow,
 )
 from ._trajectory import Trajectory
@@ -157,18 +155,12 @@ def simulate_batch(
         )
     for t1 in t1s:
         _check_common(0.0, t1, rtol, atol, save_params)
-    if solver not in SOLVERS:
-        raise ConfigError(f"`solver` must be one of {sorted(SOLVERS)}; got {solver!r}.")
     if not (isinstance(n_save, int) and n_save >= 2):
         raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
     if not (isinstance(max_steps, int) and max_steps >= 1):
         raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
-    batched, shared = stack_problems(problems)
-    if solver in _IMPLICIT and problems[0].n_params > MAX_IMPLICIT_PARAMS:
-        raise ConfigError(
-            f"solver {solver!r} forms the dense Hessian; it is limited to "
-            f"{MAX_IMPLICIT_PARAMS} parameters (got {problems[0].n_params}). Use 'tsit5'."
-        )
+    batched, shared = stack_problems(problems)  # also refuses an empty list
+    solver = _resolve_solver(solver, rtol, problems[0].n_params)
     settings = _FlowSettings(
         solver=solver,
         rtol=rtol,

@@ -273,16 +273,7 @@ def simulate(
     """
     _check_common(t0, t1, rtol, atol, save_params)
     requested = solver
-    if solver == "auto":
-        solver = auto_solver(rtol)
-    if solver not in SOLVERS:
-        raise ConfigError(f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {solver!r}.")
-    if solver in _IMPLICIT and problem.n_params > MAX_IMPLICIT_PARAMS:
-        raise ConfigError(
-            f"solver {solver!r} forms the dense {problem.n_params}×{problem.n_params} Hessian; "
-            f"it is limited to {MAX_IMPLICIT_PARAMS} parameters. Use 'tsit5' (explicit) for "
-            "wide networks."
-        )
+    solver = _resolve_solver(solver, rtol, problem.n_params)
     if count_evals not in (True, False, "auto"):
         raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
     analytic_count = count_evals == "auto" and solver in EVALS_PER_STEP
@@ -434,6 +425,21 @@ AUTO_RKC_MIN_RTOL = 1e-5
 def auto_solver(rtol: float) -> str:
     """The solver `simulate(solver='auto')` uses at this rtol ('rkc' or 'tsit5')."""
     return "rkc" if rtol >= AUTO_RKC_MIN_RTOL else "tsit5"
+
+
+def _resolve_solver(solver: str, rtol: float, n_params: int) -> str:
+    """The solver name to use ('auto' resolved), or `ConfigError` for an unknown name or an
+    implicit solver on a problem too large for its dense Hessian."""
+    if solver == "auto":
+        solver = auto_solver(rtol)
+    if solver not in SOLVERS:
+        raise ConfigError(f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {solver!r}.")
+    if solver in _IMPLICIT and n_params > MAX_IMPLICIT_PARAMS:
+        raise ConfigError(
+            f"solver {solver!r} forms the dense {n_params}×{n_params} Hessian; it is limited "
+            f"to {MAX_IMPLICIT_PARAMS} parameters. Use 'tsit5' (explicit) for wide networks."
+        )
+    return solver
 
 
 def _describe_stop(stop) -> str:
