@@ -45,7 +45,7 @@ class Problem(eqx.Module):
 
     def loss_and_grad(self, theta: PyTree):
         if self.vector_field == "fused":
-            return self.loss(theta), self.grad(theta)
+            return self.model.fused_loss_and_grad(theta, self.x, self.y)  # type: ignore[attr-defined]
         return jax.value_and_grad(self.loss)(theta)
 
     @property

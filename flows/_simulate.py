@@ -153,6 +153,9 @@ class _FlowSettings:
 
 
 def _solve_flow(settings: _FlowSettings, problem, ts, pts, t0, t1):
+    # diffrax promotes the state to the times' dtype: float64 times would silently turn a
+    # float32 problem's θ (and so its whole vector field) into float64
+    ts, pts, t0, t1 = (jnp.asarray(v, dtype=problem.dtype) for v in (ts, pts, t0, t1))
     obs_fn = settings.observables
     log_clock = settings.clock == "log"
 

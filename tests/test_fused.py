@@ -39,6 +39,25 @@ def test_fused_gradient_equals_autodiff(activation, bias, m, d):
         assert_tree_allclose(ga, g, rtol=1e-12, atol=tol)
 
 
+@pytest.mark.parametrize("rows", [1, 5, 36, 37, 64])
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_blocks_and_padding(monkeypatch, rows, bias):
+    """Several sample blocks, the last one padded (n = 37): same R and ∇R as autodiff."""
+    import flows.models.two_layer as two_layer
+
+    m = 7
+    monkeypatch.setattr(two_layer, "BLOCK_BYTES", 8 * m * rows)
+    assert two_layer.block_rows(m) == rows
+    auto, fused = _problems(m, 3, "tanh", bias)
+    theta = jax.tree_util.tree_map(lambda v: 30.0 * v, auto.theta0)
+    g = auto.grad(theta)
+    tol = 1e-13 * max(float(jnp.max(jnp.abs(v))) for v in jax.tree_util.tree_leaves(g))
+    la, ga = fused.loss_and_grad(theta)
+    assert float(la) == pytest.approx(float(auto.loss(theta)), rel=1e-13)
+    assert_tree_allclose(ga, g, rtol=1e-12, atol=tol)
+    assert_tree_allclose(fused.grad(theta), g, rtol=1e-12, atol=tol)
+
+
 def test_fused_flow_equals_autodiff_flow():
     auto, fused = _problems(12, 2, "tanh", False)
     kw = dict(t1=30.0, rtol=1e-10, atol=1e-13, n_save=5)
@@ -56,6 +75,8 @@ def test_float32_flow_tracks_float64_to_single_precision():
     kw = dict(t1=30.0, rtol=1e-5, atol=1e-7, n_save=5)
     t64, t32 = flows.simulate(auto, **kw), flows.simulate(f32, **kw)
     assert t32.config["dtype"] == "float32"
+    # the state itself stays float32 (diffrax would promote it to float64 times' dtype)
+    assert _final(t32)["a"].dtype == np.float32
     err = max(float(np.max(np.abs(_final(t32)[k] - _final(t64)[k]))) for k in ("a", "w"))
     size = max(float(np.max(np.abs(v))) for v in _final(t64).values())
     # single precision (eps 6e-8) accumulated over a few hundred steps, plus rtol 1e-5

@@ -29,6 +29,16 @@ ACTIVATIONS: dict[str, Callable] = {
 }
 
 
+#: Bytes of one block×m slab of activations in `TwoLayer.fused_grad` (fits a 2 MiB L2 cache
+#: with room for σ′ and the inputs; measured on the 2-core AMD EPYC CI-class machine).
+BLOCK_BYTES = 2**20
+
+
+def block_rows(m: int, itemsize: int = 8) -> int:
+    """Samples per block in `TwoLayer.fused_grad`: ~`BLOCK_BYTES` of activations, ≥ 1."""
+    return max(1, BLOCK_BYTES // (itemsize * m))
+
+
 def activation_taylor(sigma: Callable) -> tuple[float, float, float, float]:
     """σ(0), σ′(0), σ″(0), σ‴(0) by automatic differentiation."""
     d1 = jax.grad(sigma)
@@ -105,28 +115,65 @@ class TwoLayer(AbstractModel):
     def fused_grad(
         self, params: dict[str, Array], x: Float[Array, "n d"], y: Float[Array, " n"]
     ) -> dict[str, Array]:
-        """∇R for R = 1/(2n) Σ_i (f(x_i) − y_i)², derived by hand (one pass over the n×m
-        pre-activations; only σ(z) and σ′(z) are held, as the backward pass needs them).
+        """∇R by `fused_loss_and_grad` (XLA drops the unused loss)."""
+        return self.fused_loss_and_grad(params, x, y)[1]
+
+    def fused_loss_and_grad(
+        self, params: dict[str, Array], x: Float[Array, "n d"], y: Float[Array, " n"]
+    ) -> tuple[Float[Array, ""], dict[str, Array]]:
+        """R and ∇R for R = 1/(2n) Σ_i (f(x_i) − y_i)², derived by hand and evaluated in blocks of
+        samples so that the n×m activations never leave the cache.
 
         With S = σ(XWᵀ + c), r = (S a − y)/n, D = σ′(XWᵀ + c) ⊙ r:
         ∂R/∂a = Sᵀ r, ∂R/∂w_k = a_k (Dᵀ X)_k, ∂R/∂c_k = a_k Σ_i D_ik.
+        Each term is a sum over samples, so a `lax.scan` over blocks of `block_rows(m)`
+        samples accumulates it while holding only a block×m slab of S and D (≈ 1 MiB):
+        autodiff and a whole-array hand-derived pass both write and re-read n×m arrays
+        several times, which is memory-bound on CPU (4–5× slower at m ≥ 5000,
+        `benchmarks/bench_work_precision.py`). Padded rows carry zero residual.
         Tested against autodiff (`tests/test_fused.py`).
         """
-        pre = x @ params["w"].T
-        if self.bias:
-            pre = pre + params["c"]
-        if isinstance(self.activation, str) and self.activation in _DERIVATIVE_FROM_VALUE:
-            s = self.sigma(pre)
-            ds = _DERIVATIVE_FROM_VALUE[self.activation](s)
-        else:
-            s, ds = jax.jvp(self.sigma, (pre,), (jnp.ones_like(pre),))
-        a = params["a"]
-        r = (s @ a - y) / x.shape[0]
-        dr = ds * r[:, None]
-        grads = {"a": s.T @ r, "w": (dr.T @ x) * a[:, None]}
-        if self.bias:
-            grads["c"] = jnp.sum(dr, axis=0) * a
-        return grads
+        n = x.shape[0]
+        rows = min(block_rows(self.m), n)
+        nb = -(-n // rows)
+        pad = nb * rows - n
+        mask = jnp.concatenate([jnp.ones(n, x.dtype), jnp.zeros(pad, x.dtype)])
+        xb = jnp.pad(x, ((0, pad), (0, 0))).reshape(nb, rows, x.shape[1])
+        yb = jnp.pad(y, (0, pad)).reshape(nb, rows)
+        mb = mask.reshape(nb, rows)
+        a, w = params["a"], params["w"]
+        c = params.get("c") if self.bias else None
+
+        def block(acc, blk):
+            xi, yi, mi = blk
+            pre = xi @ w.T
+            if c is not None:
+                pre = pre + c
+            if isinstance(self.activation, str) and self.activation in _DERIVATIVE_FROM_VALUE:
+                s = self.sigma(pre)
+                ds = _DERIVATIVE_FROM_VALUE[self.activation](s)
+            else:
+                s, ds = jax.jvp(self.sigma, (pre,), (jnp.ones_like(pre),))
+            e = (s @ a - yi) * mi
+            r = e / n
+            dr = ds * r[:, None]
+            out = {"loss": acc["loss"] + e @ e, "a": acc["a"] + s.T @ r, "w": acc["w"] + dr.T @ xi}
+            if c is not None:
+                out["c"] = acc["c"] + jnp.sum(dr, axis=0)
+            return out, None
+
+        zero = {
+            "loss": jnp.zeros((), jnp.result_type(x, y, a, w)),
+            "a": jnp.zeros_like(a),
+            "w": jnp.zeros_like(w),
+        }
+        if c is not None:
+            zero["c"] = jnp.zeros_like(c)
+        acc, _ = jax.lax.scan(block, zero, (xb, yb, mb))
+        grads = {"a": acc["a"], "w": acc["w"] * a[:, None]}
+        if c is not None:
+            grads["c"] = acc["c"] * a
+        return acc["loss"] / (2 * n), grads
 
     def param_dims(self) -> dict[str, tuple[str, ...]]:
         return {"a": ("neuron",), "w": ("neuron", "dim"), "c": ("neuron",)}
