@@ -123,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["autodiff", "fused"],
         help="autodiff (default) or the hand-derived fused two-layer field",
     )
+    w.add_argument(
+        "--dtype",
+        default="float64",
+        choices=["float64", "float32"],
+        help="precision of data, θ and the solve (default float64)",
+    )
     w.add_argument("--rtol", type=float, default=1e-6)
     w.add_argument("--atol", type=float, default=1e-9)
     w.add_argument("--beta", type=float, default=0.1, help="T_d threshold β (default 0.1)")
@@ -287,6 +293,7 @@ def _cmd_sweep(args) -> int:
             margin=args.margin,
             max_steps=args.max_steps,
             vector_field=args.vector_field,
+            dtype=args.dtype,
             batch_size=args.batch_size,
             scheduler=args.scheduler,
             connect_timeout=args.connect_timeout,

@@ -103,9 +103,10 @@ class SweepConfig:
 
     `target` ('f1', 'f2', 'f3'), `data` ('paper' | 'assumption'), `n` data points, `solver`
     (a name in `flows.SOLVERS`), `vector_field` ('autodiff' or the hand-derived 'fused'),
-    `rtol`, `atol`, `beta` (T_d = first τ ≥ T_p with
-    1 − K̂ ≤ β), `n_save` save times per run, `margin` (horizon τ₁ = T_d,leading + margin,
-    in the theorems' time τ), `max_steps` (solver step budget per run).
+    `dtype` ('float64' or 'float32': data, θ and the solve), `rtol`, `atol`, `beta`
+    (T_d = first τ ≥ T_p with 1 − K̂ ≤ β), `n_save` save times per run, `margin`
+    (horizon τ₁ = T_d,leading + margin, in the theorems' time τ), `max_steps` (solver step
+    budget per run).
     """
 
     experiment: str = "multistage"
@@ -120,6 +121,7 @@ class SweepConfig:
     margin: float = 8.0
     max_steps: int = 200_000
     vector_field: str = "autodiff"
+    dtype: str = "float64"
 
     def __post_init__(self):
         from ._data import TARGETS
@@ -152,6 +154,8 @@ class SweepConfig:
             raise ConfigError(
                 f"`vector_field` must be 'autodiff' or 'fused'; got {self.vector_field!r}."
             )
+        if self.dtype not in ("float64", "float32"):
+            raise ConfigError(f"`dtype` must be 'float64' or 'float32'; got {self.dtype!r}.")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -330,7 +334,7 @@ def _make_point_problem(cfg: SweepConfig, m: int, alpha: float, seed: int):
 
     data, _ = _data_and_units(cfg.target, cfg.data, cfg.n)
     model = TwoLayer(m=int(m), d=data.d, alpha=float(alpha))
-    return make_problem(model, data, key=int(seed), vector_field=cfg.vector_field)
+    return make_problem(model, data, key=int(seed), vector_field=cfg.vector_field, dtype=cfg.dtype)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -646,6 +650,7 @@ def _check_out(out: Path, cfg: SweepConfig) -> bool:
             f"{out} holds a sweep of experiment {old_exp!r}, not {cfg.experiment!r}. {fresh}"
         )
     new_cfg = cfg.to_dict()
+    old_cfg = {"dtype": "float64", **old_cfg}  # folders written before `dtype` existed
     diff = [k for k in sorted(set(old_cfg) | set(new_cfg)) if old_cfg.get(k) != new_cfg.get(k)]
     if diff:
         was = ", ".join(f"{k}={old_cfg.get(k)!r}" for k in diff)
@@ -743,6 +748,7 @@ def sweep(
     margin: float = 8.0,
     max_steps: int = 200_000,
     vector_field: str = "autodiff",
+    dtype: str = "float64",
     batch_size: int = 8,
     scheduler: str | None = None,
     connect_timeout: float = 10.0,
@@ -758,7 +764,8 @@ def sweep(
     - `m`, `alpha`, `seeds`: the grid, as sequences or strings ('1000,5000', '0.75,1',
       seeds '0-2' or '0,1,2'). Widths ≥ 2, α > 1/2, seeds ≥ 0, no duplicates.
     - `target`, `data`, `n`, `solver`, `rtol`, `atol`, `beta`, `n_save`, `margin`,
-      `max_steps`, `vector_field` ('autodiff' or 'fused'): see `SweepConfig`.
+      `max_steps`, `vector_field` ('autodiff' or 'fused'), `dtype` ('float64' or
+      'float32'): see `SweepConfig`.
     - `batch_size`: the most runs per vmapped batch (runs of one width are batched).
     - `scheduler`: a Dask scheduler address ('tcp://host:8786'): one task per batch on
       the cluster, point files written here as results arrive. None: batches run one after
@@ -784,6 +791,7 @@ def sweep(
         margin=margin,
         max_steps=max_steps,
         vector_field=vector_field,
+        dtype=dtype,
     )
     grid = parse_grid(m, alpha, seeds)
     from ._simulate import _IMPLICIT, MAX_IMPLICIT_PARAMS

@@ -374,3 +374,30 @@ def test_plot_descent_sweep_recovers_slopes(tmp_path):
         assert s["fit"] == pytest.approx(s["theory"], abs=0.01)
     for m, s in slopes["T_d_vs_alpha"].items():
         assert s["fit"] == pytest.approx(math.log(m), abs=0.05)
+
+
+def test_float32_sweep_tracks_float64_and_is_its_own_config(reference, tmp_path):
+    """dtype='float32' runs the points in single precision (T_d within 1e-3 of float64's),
+    is a setting a folder cannot mix, and a folder written before `dtype` existed reads as
+    float64."""
+    result, ds64 = reference
+    out = tmp_path / "f32"
+    ds32 = _run(out, dtype="float32").dataset()
+    assert (ds32["status"] == "ok").all()
+    td64, td32 = ds64["T_d"].values, ds32["T_d"].values
+    assert np.all(np.isfinite(td64)) and np.all(np.isfinite(td32))
+    np.testing.assert_allclose(td32, td64, rtol=1e-3)
+    with pytest.raises(flows.ConfigError, match="dtype='float64'.*dtype='float32'"):
+        _run(result.out, dtype="float32")
+    # an old manifest (no dtype key) is the float64 config
+    old = tmp_path / "old"
+    _run(old, alpha="1.0", seeds="0")
+    man = json.loads((old / "manifest.json").read_text())
+    del man["config"]["dtype"]
+    (old / "manifest.json").write_text(json.dumps(man))
+    res = _run(old, alpha="1.0", seeds="0")
+    assert res.n_skipped == 1 and res.n_run == 0
+    with pytest.raises(flows.ConfigError, match="dtype"):
+        _run(old, alpha="1.0", seeds="0", dtype="float32")
+    with pytest.raises(flows.ConfigError, match="`dtype` must be"):
+        _run(tmp_path / "bad", dtype="float16")
