@@ -82,9 +82,10 @@ def make_problem(
 
     - `vector_field`: 'autodiff' (default, any model and loss) or 'fused' (a hand-derived
       ∇L: two-layer nets with the squared error only; faster, tested against autodiff).
-    - `dtype`: 'float64' (default) or 'float32' (data and θ(0) cast; roughly 3× cheaper
-      fused fields on CPU; `benchmarks/bench_work_precision.py` measures whether the error
-      target is still met — use it only where that benchmark says so).
+    - `dtype`: 'float64' (default) or 'float32' (data and θ(0) cast, and `simulate` then
+      integrates in float32; about half the cost per evaluation on CPU.
+      `benchmarks/bench_work_precision.py` and `bench_descent_time.py` measure what it
+      changes in the error — use it where they say so, with rtol ≥ 1e-6).
 
     Raises `ConfigError` when the data's input dimension does not match the model's, or
     an option does not apply to this model and loss.
