@@ -160,7 +160,7 @@ def simulate_batch(
     if not (isinstance(max_steps, int) and max_steps >= 1):
         raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
     batched, shared = stack_problems(problems)  # also refuses an empty list
-    solver = _resolve_solver(solver, rtol, problems[0].n_params)
+    solver = _resolve_solver(solver, rtol, problems[0].n_params, problems[0].dtype)
     settings = _FlowSettings(
         solver=solver,
         rtol=rtol,

@@ -133,3 +133,17 @@ def test_stop_with_the_log_clock_uses_physical_time(small):
     tr = flows.simulate(small, t1=100.0, clock="log", n_save=50, stop=after_three)
     assert tr.stats["stopped_at"] == pytest.approx(3.0, rel=1e-8)
     assert tr.times[-1] == pytest.approx(3.0, rel=1e-8)
+
+
+def test_float32_refuses_rtol_it_cannot_meet():
+    _, f32 = _problems(3, 2, "tanh", False, dtype="float32")
+    with pytest.raises(flows.ConfigError, match="rtol = 1e-07.*float32.*dtype='float64'"):
+        flows.simulate(f32, t1=1.0, rtol=1e-7)
+    with pytest.raises(flows.ConfigError, match="'kvaerno5'.*rtol ≥ 0.0001"):
+        flows.simulate(f32, t1=1.0, solver="kvaerno5", rtol=1e-6)
+    with pytest.raises(flows.ConfigError, match="float32"):
+        flows.simulate_batch([f32, f32], t1s=[1.0, 1.0], rtol=1e-8)
+    assert (
+        flows.simulate(f32, t1=1.0, solver="kvaerno5", rtol=1e-4, atol=1e-7).stats["result"]
+        == "successful"
+    )
