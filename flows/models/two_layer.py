@@ -127,10 +127,11 @@ class TwoLayer(AbstractModel):
         With S = σ(XWᵀ + c), r = (S a − y)/n, D = σ′(XWᵀ + c) ⊙ r:
         ∂R/∂a = Sᵀ r, ∂R/∂w_k = a_k (Dᵀ X)_k, ∂R/∂c_k = a_k Σ_i D_ik.
         Each term is a sum over samples, so a `lax.scan` over blocks of `block_rows(m)`
-        samples accumulates it while holding only a block×m slab of S and D (≈ 1 MiB):
-        autodiff and a whole-array hand-derived pass both write and re-read n×m arrays
-        several times, which is memory-bound on CPU (4–5× slower at m ≥ 5000,
-        `benchmarks/bench_work_precision.py`). Padded rows carry zero residual.
+        samples accumulates it while holding only a block×m slab of S and D (≈ 1 MiB)
+        instead of n×m temporaries. Measured at m = 5000, n = 1000: per evaluation inside a
+        jitted solve 6.9 ms against 8.1 ms for autodiff; per call from Python (scipy) 7 ms
+        against 31 ms, where autodiff allocates its n×m temporaries afresh each call.
+        Padded rows carry zero residual.
         Tested against autodiff (`tests/test_fused.py`).
         """
         n = x.shape[0]
