@@ -243,6 +243,7 @@ def _member_result(problem, sol, i, ts, pts, t1, settings, save_params, compile_
         stats["vf_evals"] = int(c["vf_evals"] + c["jvp_evals"])
         stats["jvp_evals"] = int(c["jvp_evals"])
         stats["spectral_radius"] = float(c["rho"])
+        stats["nonstiff_steps"] = int(c["nonstiff_steps"])
     config = {
         "method": f"gradient flow ({solver}, batched)",
         "problem": problem.describe(),

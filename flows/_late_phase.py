@@ -28,7 +28,7 @@ import optimistix as optx
 
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
-from ._simulate import SOLVERS, Observables, _Counter, _tree_sq_norm, simulate
+from ._simulate import SOLVERS, Observables, _Counter, _make_solver, _tree_sq_norm, simulate
 from ._trajectory import Trajectory
 
 __all__ = ["LATE_CLOCKS", "late_phase_flow", "late_save_times"]
@@ -83,7 +83,7 @@ def _segment(settings: _Settings, problem, s0, y0, target, s_end):
     root = optx.Newton(rtol=1e-11, atol=1e-11)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
-        SOLVERS[settings.solver](),
+        _make_solver(settings.solver, settings.rtol, settings.atol),
         s0,
         s_end,
         None,

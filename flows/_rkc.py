@@ -34,6 +34,14 @@ _EPS = 2.0 / 13.0
 # 1/0.653 ≈ 1.54: the stage formula s = 1 + floor(sqrt(1 + 1.54 h ρ)) of the RKC code
 # guarantees β(s) ≥ h ρ (checked numerically for h ρ ∈ [0, 1e5], see tests/test_rkc.py).
 _STAGE_CONST = 1.54
+# The stage formula gives s = 2 exactly when h ρ < 3/1.54 ≈ 1.95: such steps are not
+# stability-limited, and are taken by the `nonstiff` method instead, whose real stability
+# interval (Bogacki–Shampine [−2.51, 0], Tsit5 ≈ [−3.5, 0]) still contains h ρ with room for
+# the safety factor.
+_NONSTIFF_MAX_HRHO = 3.0 / _STAGE_CONST
+NONSTIFF_METHODS = ("bs3", "tsit5", "none")
+_NONSTIFF_EVALS = {"bs3": 3, "tsit5": 6}
+_TSIT5 = diffrax.Tsit5()
 
 
 class RKCState(eqx.Module):
@@ -50,7 +58,9 @@ class RKCState(eqx.Module):
     - `vf_evals`: vector-field evaluations along the accepted path (including `init`).
     - `jvp_evals`: Jacobian–vector products (power iteration), counted separately: each one
       is a `jax.jvp` of the vector field, i.e. one primal plus one tangent evaluation.
-    - `stages`: stage count s of the last accepted step.
+    - `stages`: stage count s of the last accepted step (for a non-stiff step: its
+      evaluations, 3 for Bogacki–Shampine, 6 for Tsit5).
+    - `nonstiff_steps`: how many of the accepted steps were non-stiff steps (`nonstiff`).
     """
 
     f0: PyTree[Array]
@@ -60,6 +70,7 @@ class RKCState(eqx.Module):
     vf_evals: Array
     jvp_evals: Array
     stages: Array
+    nonstiff_steps: Array
 
 
 def _tree_norm(tree: PyTree[Array]) -> Array:
@@ -104,6 +115,60 @@ def rkc_stability_bound(s: int) -> float:
     return (1.0 + w0) * d2t[s] / dt[s]
 
 
+class _RKCInterpolation(diffrax.AbstractLocalInterpolation):
+    """Dense output of one `RKC2` step: cubic Hermite from y0, y1 and k = (h F0, …, h F1)
+    (only the first and last rows are used), or Tsit5's own interpolant where `tsit5`."""
+
+    t0: Any
+    t1: Any
+    y0: PyTree[Array]
+    y1: PyTree[Array]
+    k: PyTree[Array]
+    tsit5: Array
+
+    def evaluate(self, t0, t1=None, left=True):
+        del left
+        if t1 is not None:
+            return jtu.tree_map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
+        kw = dict(t0=self.t0, t1=self.t1, y0=self.y0, y1=self.y1, k=self.k)
+        herm = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(**kw).evaluate(t0)
+        if jtu.tree_leaves(self.k)[0].shape[0] == 2:  # no Tsit5 steps in this solver
+            return herm
+        ts = _TSIT5.interpolation_cls(**kw).evaluate(t0)
+        return jtu.tree_map(lambda a, b: jnp.where(self.tsit5, a, b), ts, herm)
+
+
+def _hermite_k(hf0, hf1, rows: int):
+    """(h F0, 0, …, 0, h F1) with `rows` rows: the dense-output stages of a step whose
+    interpolant is cubic Hermite, shaped like Tsit5's when the solver may take Tsit5 steps
+    (lax.cond needs both branches to return the same shapes)."""
+    return jtu.tree_map(
+        lambda a, b: jnp.stack([a] + [jnp.zeros_like(a)] * (rows - 2) + [b]), hf0, hf1
+    )
+
+
+def _tsit5_step(terms, t0, t1, y0, args, f0, tolerances):
+    """One Tsit5 step (diffrax's, from the FSAL value f0). Its error estimate e (RMS norm of
+    error / (atol + rtol max(|y0|, |y1|)), as diffrax.PIDController computes it) is
+    reported as e^{3/5}: the controller, built for RKC2's error order 3, then accepts iff
+    e ≤ 1 and scales h by e^{−1/5}, as it would for Tsit5 (error order 5). Returns (y1,
+    F(t1, y1), dense stages k, error)."""
+    y1, y_error, dense, state, _ = _TSIT5.step(
+        terms, t0, t1, y0, args, (jnp.asarray(False), f0), False
+    )
+    rtol, atol = tolerances
+    sq = [
+        jnp.sum((e / (atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))) ** 2)
+        for e, a, b in zip(
+            jtu.tree_leaves(y_error), jtu.tree_leaves(y0), jtu.tree_leaves(y1), strict=True
+        )
+    ]
+    size = sum(jnp.size(e) for e in jtu.tree_leaves(y_error))
+    e = jnp.sqrt(sum(sq) / size)
+    c = jnp.where(e > 0, e ** (-2.0 / 5.0), 1.0)
+    return y1, state[1], dense["k"], _tree_scale(y_error, c)
+
+
 class RKC2(diffrax.AbstractAdaptiveSolver):
     r"""Damped second-order Runge–Kutta–Chebyshev method with adaptive stage count.
 
@@ -142,7 +207,33 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     F_{n+1} = F(t_{n+1}, y_{n+1}) is carried in the state and reused as F_0 of the next
     step (first-same-as-last), so a step costs exactly s vector-field evaluations.
 
-    **Dense output:** cubic Hermite interpolation from y_n, y_{n+1}, h F_n, h F_{n+1}.
+    **Non-stiff steps (`nonstiff`).** Where h ρ < 3/1.54 ≈ 1.95 the stage formula asks
+    for the minimum s = 2: the step is limited by accuracy, not stability, and a
+    second-order method is the wrong tool. Such a step is taken instead by
+
+    - `'bs3'` (default): the Bogacki–Shampine 3(2) pair (3 evaluations, FSAL; third-order
+      solution, the embedded second-order one gives an O(h³) error estimate, so
+      `error_order` = 3 holds for both kinds of step and the controller needs nothing
+      more; real stability interval [−2.51, 0] ⊃ [−h ρ, 0]);
+    - `'tsit5'`: Tsitouras 5(4) (6 evaluations, FSAL). Its error estimate is O(h⁵), but the
+      controller applies one `error_order` (3) to every step, so the step reports its error
+      e (in the controller's norm) as e^{3/5}: accepted iff e ≤ 1, and the PID
+      controller's factor e^{−1/3·3/5} = e^{−1/5} is Tsit5's own. That needs the
+      controller's `tolerances=(rtol, atol)` and its default RMS norm over the whole state,
+      which is what `flows.simulate` uses (and passes);
+    - `'none'`: plain RKC2 everywhere (the tests of its order and stability polynomial use
+      it).
+
+    On the multi-stage default (m = 5000, t = 20) the fast first stage (t < 0.5) is
+    accuracy-limited and the plateau after it stability-limited (ρ ≈ 37). At rtol 1e-6 plain
+    RKC2 spent ~270 two-stage steps on the first part (849 evaluations in all, error
+    5.4e-5 against Dopri8 at rtol 1e-11); 'bs3' takes ~126 steps there (705 evaluations,
+    5.2e-5); 'tsit5' 28 steps (~500 evaluations, 3.4e-5; at rtol 3e-6 ~440 evaluations,
+    4.2e-5). The error is set by the RKC steps of the plateau either way.
+
+    **Dense output:** cubic Hermite interpolation from y_n, y_{n+1}, h F_n, h F_{n+1}
+    (RKC and Bogacki–Shampine steps); a Tsit5 step uses Tsit5's own fourth-order
+    interpolant.
 
     **Spectral radius.** ρ is estimated by power iteration on Jacobian–vector products
     (`jax.jvp` of y ↦ vf(t, y, args); for a gradient flow these are Hessian–vector
@@ -173,6 +264,10 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     - `rho_safety`: factor applied to the power-iteration estimate (default 1.2).
     - `rho_floor`: added to the estimate (default 1e-8) so ρ stays positive even where the
       Jacobian (numerically) vanishes.
+    - `nonstiff`: the method of the non-stiff steps (h ρ < 1.95): 'bs3' (default),
+      'tsit5' (needs `tolerances`) or 'none' (plain RKC2); see above.
+    - `tolerances`: `(rtol, atol)` of the `diffrax.PIDController` the solve uses (only
+      for `nonstiff='tsit5'`).
     - `spectral_radius`: optional `(t, y, args) -> scalar` returning a bound on the
       spectral radius of the Jacobian of the vector field (used as is: no safety factor,
       no floor); when given, no power iteration is done. It is called at the start of
@@ -202,9 +297,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     """
 
     term_structure: ClassVar = diffrax.AbstractTerm
-    interpolation_cls: ClassVar[Callable[..., diffrax.ThirdOrderHermitePolynomialInterpolation]] = (
-        diffrax.ThirdOrderHermitePolynomialInterpolation
-    )
+    interpolation_cls: ClassVar[Callable[..., _RKCInterpolation]] = _RKCInterpolation
 
     max_stages: int = eqx.field(static=True, default=200)
     rho_every: int = eqx.field(static=True, default=50)
@@ -213,6 +306,8 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     rho_safety: float = 1.2
     rho_floor: float = 1e-8
     spectral_radius: Callable[[Any, Any, Any], Any] | None = None
+    nonstiff: str = eqx.field(static=True, default="bs3")
+    tolerances: tuple[float, float] | None = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         if self.max_stages < 2:
@@ -221,6 +316,15 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             raise ValueError(f"`rho_every` must be ≥ 1; got {self.rho_every}.")
         if self.power_iters < 1 or self.init_power_iters < 1:
             raise ValueError("`power_iters` and `init_power_iters` must be ≥ 1.")
+        if self.nonstiff not in NONSTIFF_METHODS:
+            raise ValueError(
+                f"`nonstiff` must be one of {NONSTIFF_METHODS}; got {self.nonstiff!r}."
+            )
+        if self.nonstiff == "tsit5" and self.tolerances is None:
+            raise ValueError(
+                "`nonstiff='tsit5'` needs `tolerances=(rtol, atol)`, those of the step-size "
+                "controller (its error is rescaled to the controller's error order 3)."
+            )
 
     def order(self, terms):
         return 2
@@ -280,6 +384,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             vf_evals=jnp.asarray(1, jnp.int32),
             jvp_evals=jvps,
             stages=zero,
+            nonstiff_steps=zero,
         )
 
     def step(self, terms, t0, t1, y0, args, solver_state: RKCState, made_jump):
@@ -321,15 +426,38 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         # run it with the cheapest stage count.
         s = jnp.where(too_stiff, 2, jnp.maximum(s_real, 2.0)).astype(jnp.int32)
 
-        y1, f1, hf0, hf1 = self._stages(terms, t0, t1, y0, args, f0, control, s)
-        vf_evals = vf_evals + s  # s − 1 stages j = 2..s, plus F(t1, y1)
+        tsit = self.nonstiff == "tsit5"
+        if self.nonstiff == "none":
+            use_nonstiff = jnp.zeros((), bool)
+        else:
+            use_nonstiff = h * rho < _NONSTIFF_MAX_HRHO
 
-        y_error = jtu.tree_map(lambda a, b, c, d: 0.8 * (a - b) + 0.4 * (c + d), y0, y1, hf0, hf1)
+        def rkc_step():
+            y1, f1, hf0, hf1 = self._stages(terms, t0, t1, y0, args, f0, control, s)
+            err = jtu.tree_map(lambda a, b, c, d: 0.8 * (a - b) + 0.4 * (c + d), y0, y1, hf0, hf1)
+            k = _hermite_k(hf0, hf1, 7 if tsit else 2)
+            return y1, f1, k, err
+
+        def nonstiff_step():
+            if tsit:
+                return _tsit5_step(terms, t0, t1, y0, args, f0, self.tolerances)
+            y1, f1, hf0, hf1, err = _bs3_step(terms, t0, t1, y0, args, f0, control)
+            return y1, f1, _hermite_k(hf0, hf1, 2), err
+
+        if self.nonstiff == "none":
+            y1, f1, k, y_error = rkc_step()
+        else:
+            # Under vmap with a batched predicate, cond becomes select: both branches run.
+            y1, f1, k, y_error = jax.lax.cond(use_nonstiff, nonstiff_step, rkc_step)
+        # RKC: s − 1 stages j = 2..s plus F(t1, y1); BS3 / Tsit5: 3 / 6 (FSAL)
+        evals = jnp.where(use_nonstiff, _NONSTIFF_EVALS.get(self.nonstiff, 0), s)
+        vf_evals = vf_evals + evals.astype(jnp.int32)
+
         y_error = jtu.tree_map(lambda e: jnp.where(too_stiff, jnp.inf, e), y_error)
         result = diffrax.RESULTS.where(
             too_stiff, diffrax.RESULTS.max_steps_reached, diffrax.RESULTS.successful
         )
-        dense_info = dict(y0=y0, y1=y1, k0=hf0, k1=hf1)
+        dense_info = dict(y0=y0, y1=y1, k=k, tsit5=use_nonstiff & tsit)
         new_state = RKCState(
             f0=f1,
             rho=rho,
@@ -337,7 +465,8 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
             n_steps=st.n_steps + 1,
             vf_evals=vf_evals,
             jvp_evals=jvp_evals,
-            stages=s,
+            stages=evals.astype(jnp.int32),
+            nonstiff_steps=st.nonstiff_steps + use_nonstiff.astype(jnp.int32),
         )
         return y1, y_error, dense_info, new_state, result
 
@@ -421,6 +550,31 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         return y1, f1, hf0, hf1
 
 
+def _bs3_step(terms, t0, t1, y0, args, f0, control):
+    """One Bogacki–Shampine 3(2) step (c = 0, 1/2, 3/4, 1; FSAL). Returns (y1, F(t1, y1),
+    h F0, h F1, error estimate); the estimate is the third-order solution minus the embedded
+    second-order one, h Σ (b_i − b̂_i) K_i with b − b̂ = (−5/72, 1/12, 1/9, −1/8)."""
+    dt = t1 - t0
+    hf0 = terms.prod(f0, control)
+    y2 = jtu.tree_map(lambda a, k: a + 0.5 * k, y0, hf0)
+    k2 = terms.prod(terms.vf(t0 + 0.5 * dt, y2, args), control)
+    y3 = jtu.tree_map(lambda a, k: a + 0.75 * k, y0, k2)
+    k3 = terms.prod(terms.vf(t0 + 0.75 * dt, y3, args), control)
+    y1 = jtu.tree_map(
+        lambda a, k1, k2_, k3_: a + (2 / 9) * k1 + (1 / 3) * k2_ + (4 / 9) * k3_, y0, hf0, k2, k3
+    )
+    f1 = terms.vf(t1, y1, args)
+    hf1 = terms.prod(f1, control)
+    err = jtu.tree_map(
+        lambda k1, k2_, k3_, k4: (-5 / 72) * k1 + (1 / 12) * k2_ + (1 / 9) * k3_ - (1 / 8) * k4,
+        hf0,
+        k2,
+        k3,
+        hf1,
+    )
+    return y1, f1, hf0, hf1, err
+
+
 def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Array]:
     """Evaluation counts of an `RKC2` solve.
 
@@ -433,8 +587,9 @@ def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Arra
     **Returns:** a dict of JAX scalars (batched under vmap): `vf_evals` (vector-field
     evaluations on the accepted path, including the one in `init`), `jvp_evals`
     (Jacobian–vector products of the power iteration), `rho` (the last spectral-radius
-    bound, safety factor included), `steps` (accepted steps) and `stages` (stage count of
-    the last step). Evaluations made in rejected steps are not included (see `RKC2`).
+    bound, safety factor included), `steps` (accepted steps), `stages` (stage count of
+    the last step) and `nonstiff_steps` (accepted steps taken by the non-stiff method).
+    Evaluations made in rejected steps are not included (see `RKC2`).
     """
     if isinstance(solver_state, diffrax.Solution):
         solver_state = solver_state.solver_state
@@ -450,4 +605,5 @@ def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Arra
         rho=solver_state.rho,
         steps=solver_state.n_steps,
         stages=solver_state.stages,
+        nonstiff_steps=solver_state.nonstiff_steps,
     )
