@@ -88,7 +88,9 @@ QUICK_GRID = {"default": (1e-6,), "tsit5": (1e-4, 1e-6), "dopri8": (1e-8,), "kva
 # --quick runs the fused / float32 variants with Tsit5 at rtol 1e-6 only
 QUICK_VARIANT_GRID = {"default": (), "tsit5": (1e-6,)}
 FLOAT32_MIN_RTOL = _simulate.FLOAT32_MIN_RTOL  # simulate refuses tighter in float32
-PEER_GRID = {"full": (1e-4, 1e-6), "quick": (1e-6,)}
+# rtol 1e-3 too: the explicit peers are stability-limited, so their loosest tolerance is
+# where the error comes closest to gradient descent's, the regime RKC2 is for
+PEER_GRID = {"full": (1e-3, 1e-4, 1e-6), "quick": (1e-6,)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -760,15 +762,41 @@ def headline(rows: list[dict]) -> dict:
                     "row_wall_s": mine["wall_s"],
                     "row_err": mine["err_max"],
                 }
-        cands = [r for r in good if is_toolkit(r, variant) and r["err_max"] <= peer["err_max"]]
-        if cands:
-            best = min(cands, key=lambda r: r["wall_s"])
+
+        def best_at(err, variant=variant):
+            cands = [r for r in good if is_toolkit(r, variant) and r["err_max"] <= err]
+            return min(cands, key=lambda r: r["wall_s"]) if cands else None
+
+        best = best_at(peer["err_max"])
+        if best:
             entry["equal_error"] = {
                 "row": best["label"],
                 "ratio": peer["wall_s"] / best["wall_s"],
                 "row_wall_s": best["wall_s"],
                 "row_err": best["err_max"],
             }
+        # the same at every tolerance of the peer: fastest toolkit row (same field) whose
+        # error is at most that peer row's
+        entry["each_rtol"] = []
+        for r in sorted(peers, key=lambda r: -r["settings"]["rtol"]):
+            b = best_at(r["err_max"])
+            entry["each_rtol"].append(
+                {
+                    "peer_rtol": r["settings"]["rtol"],
+                    "peer_wall_s": r["wall_s"],
+                    "peer_err": r["err_max"],
+                    **(
+                        {
+                            "row": b["label"],
+                            "row_wall_s": b["wall_s"],
+                            "row_err": b["err_max"],
+                            "ratio": r["wall_s"] / b["wall_s"],
+                        }
+                        if b
+                        else {}
+                    ),
+                }
+            )
         out[key] = entry
     return out
 
@@ -844,6 +872,21 @@ def format_headline(h: dict) -> list[str]:
             )
         else:
             parts.append(" at equal or smaller error: no toolkit row on this field reached it.")
+        each = [
+            f"rtol {e['peer_rtol']:g} ({e['peer_wall_s']:.3g} s, error {e['peer_err']:.2e}): "
+            + (
+                f"**{_faster(e['ratio'])}** ({e['row']}: {e['row_wall_s']:.3g} s, error "
+                f"{e['row_err']:.2e})"
+                if "ratio" in e
+                else "no toolkit row as accurate"
+            )
+            for e in p.get("each_rtol", [])
+        ]
+        if len(each) > 1:
+            parts.append(
+                " At each of its tolerances, the fastest toolkit row on the same field with "
+                "error ≤ the peer's: " + "; ".join(each) + "."
+            )
         lines.append("".join(parts))
     return lines
 
