@@ -41,6 +41,9 @@ SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "rkc": RKC2,
 }
 _IMPLICIT = {"kvaerno5"}
+#: The algorithm behind a solver name where the name alone does not say it (recorded in
+#: sweep manifests, so results of an earlier algorithm are not mixed with the new one).
+SOLVER_METHODS = {"rkc": "RKC2, non-stiff steps (h·rho < 1.95) by Tsit5"}
 #: Vector-field evaluations per step of the explicit solvers as diffrax implements them
 #: (plus one at the start): Tsit5 and Dopri5 are FSAL with 7 stages, Dopri8 has 13.
 #: Checked against a host-callback count in the tests.

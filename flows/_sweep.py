@@ -158,12 +158,32 @@ class SweepConfig:
             raise ConfigError(f"`dtype` must be 'float64' or 'float32'; got {self.dtype!r}.")
 
     def to_dict(self) -> dict:
+        from ._simulate import SOLVER_METHODS
+
         d = dataclasses.asdict(self)
         for k in ("rtol", "atol", "beta", "margin"):
             d[k] = float(d[k])
         for k in ("n", "n_save", "max_steps"):
             d[k] = int(d[k])
+        # the algorithm behind the solver's name, so that a folder computed by an earlier
+        # algorithm under the same name is not resumed with the new one
+        d["solver_method"] = SOLVER_METHODS.get(self.solver, self.solver)
         return d
+
+
+#: What a manifest or point written before a setting existed meant by it.
+_LEGACY_SOLVER_METHODS = {"rkc": "RKC2"}
+
+
+def _upgrade_config(old: dict) -> dict:
+    """A saved config with the settings added since filled in as they were then: `dtype`
+    (float64), `solver_method` (RKC2 without non-stiff steps for 'rkc')."""
+    solver = old.get("solver", "")
+    return {
+        "dtype": "float64",
+        "solver_method": _LEGACY_SOLVER_METHODS.get(solver, solver),
+        **old,
+    }
 
 
 def _is_int(v) -> bool:
@@ -525,7 +545,8 @@ def _read_point(path: Path, cfg: SweepConfig) -> dict | None:
     try:
         ds = xr.load_dataset(path, engine="h5netcdf")
         attrs = ds.attrs
-        if attrs.get("id") != path.stem or json.loads(attrs["config"]) != cfg.to_dict():
+        saved = _upgrade_config(json.loads(attrs["config"]))
+        if attrs.get("id") != path.stem or saved != cfg.to_dict():
             return None
         rec = {
             "id": attrs["id"],
@@ -650,7 +671,7 @@ def _check_out(out: Path, cfg: SweepConfig) -> bool:
             f"{out} holds a sweep of experiment {old_exp!r}, not {cfg.experiment!r}. {fresh}"
         )
     new_cfg = cfg.to_dict()
-    old_cfg = {"dtype": "float64", **old_cfg}  # folders written before `dtype` existed
+    old_cfg = _upgrade_config(old_cfg)  # folders written before a setting existed
     diff = [k for k in sorted(set(old_cfg) | set(new_cfg)) if old_cfg.get(k) != new_cfg.get(k)]
     if diff:
         was = ", ".join(f"{k}={old_cfg.get(k)!r}" for k in diff)

@@ -35,7 +35,11 @@ def _table_rows(md: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:] if ln.startswith("|")]
 
 
-@pytest.mark.parametrize("case", ["multistage", "linear-teacher"])
+@pytest.mark.parametrize(
+    "case",
+    # the multistage quick run (~60 s) exercises the same code as the linear-teacher one
+    [pytest.param("multistage", marks=pytest.mark.slow), "linear-teacher"],
+)
 def test_quick_run_writes_complete_outputs(wp, tmp_path, case):
     # one torch thread: with 2 OpenMP threads on a busy 2-core machine each torch call can be
     # ~100× slower (barrier waits); the threads only change timings, not results

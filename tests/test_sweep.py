@@ -379,7 +379,9 @@ def test_plot_descent_sweep_recovers_slopes(tmp_path):
 def test_float32_sweep_tracks_float64_and_is_its_own_config(reference, tmp_path):
     """dtype='float32' runs the points in single precision (T_d within 1e-3 of float64's),
     is a setting a folder cannot mix, and a folder written before `dtype` existed reads as
-    float64."""
+    float64. Likewise `solver_method`: a folder written before it existed resumes with
+    'tsit5' (same algorithm) but is refused with 'rkc' (then RKC2 without non-stiff
+    steps)."""
     result, ds64 = reference
     out = tmp_path / "f32"
     ds32 = _run(out, dtype="float32").dataset()
@@ -393,10 +395,17 @@ def test_float32_sweep_tracks_float64_and_is_its_own_config(reference, tmp_path)
     old = tmp_path / "old"
     _run(old, alpha="1.0", seeds="0")
     man = json.loads((old / "manifest.json").read_text())
-    del man["config"]["dtype"]
+    del man["config"]["dtype"], man["config"]["solver_method"]
     (old / "manifest.json").write_text(json.dumps(man))
     res = _run(old, alpha="1.0", seeds="0")
     assert res.n_skipped == 1 and res.n_run == 0
+    old_rkc = tmp_path / "old_rkc"
+    _run(old_rkc, alpha="1.0", seeds="0", solver="rkc", rtol=1e-5)
+    man = json.loads((old_rkc / "manifest.json").read_text())
+    del man["config"]["solver_method"]
+    (old_rkc / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(flows.ConfigError, match="solver_method='RKC2'"):
+        _run(old_rkc, alpha="1.0", seeds="0", solver="rkc", rtol=1e-5)
     with pytest.raises(flows.ConfigError, match="dtype"):
         _run(old, alpha="1.0", seeds="0", dtype="float32")
     with pytest.raises(flows.ConfigError, match="`dtype` must be"):
