@@ -226,10 +226,11 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
 
     On the multi-stage default (m = 5000, t = 20) the fast first stage (t < 0.5) is
     accuracy-limited and the plateau after it stability-limited (ρ ≈ 37). At rtol 1e-6 plain
-    RKC2 spent ~270 two-stage steps on the first part (849 evaluations in all, error
-    5.4e-5 against Dopri8 at rtol 1e-11); 'bs3' takes ~126 steps there (705 evaluations,
-    5.2e-5); 'tsit5' 28 steps (~500 evaluations, 3.4e-5; at rtol 3e-6 ~440 evaluations,
-    4.2e-5). The error is set by the RKC steps of the plateau either way.
+    RKC2 spent ~270 two-stage steps on the first part (849 evaluations on the accepted
+    path, error 5.4e-5 against Dopri8 at rtol 1e-11); 'bs3' ~126 steps there (705, error
+    5.2e-5); 'tsit5' ~30 (≈ 500; with rejected steps and Hessian-vector products 662,
+    error 3.5e-5; at rtol 1e-5: 576, error 5.2e-5 — benchmarks/results/
+    work_precision_multistage.md). The error is set by the RKC steps of the plateau.
 
     **Dense output:** cubic Hermite interpolation from y_n, y_{n+1}, h F_n, h F_{n+1}
     (RKC and Bogacki–Shampine steps); a Tsit5 step uses Tsit5's own fourth-order

@@ -170,6 +170,20 @@ class SweepConfig:
         d["solver_method"] = SOLVER_METHODS.get(self.solver, self.solver)
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> SweepConfig:
+        """Inverse of `to_dict`. A `solver_method` that this library's solver does not
+        implement (e.g. a Dask worker with another version) is refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        cfg = cls(**{k: v for k, v in d.items() if k in names})
+        mine = cfg.to_dict()["solver_method"]
+        if d.get("solver_method", mine) != mine:
+            raise ConfigError(
+                f"this process implements solver {cfg.solver!r} as {mine!r}, but the sweep "
+                f"asks for {d['solver_method']!r} (a different flows version?)."
+            )
+        return cfg
+
 
 #: What a manifest or point written before a setting existed meant by it.
 _LEGACY_SOLVER_METHODS = {"rkc": "RKC2"}
@@ -414,7 +428,7 @@ def run_points(config: dict, specs: Sequence[tuple[int, float, int]], pad_to: in
     """
     from ._batch import simulate_batch
 
-    cfg = SweepConfig(**config)
+    cfg = SweepConfig.from_dict(config)
     _, units = _data_and_units(cfg.target, cfg.data, cfg.n)
     records = [_blank_record(cfg, *spec) for spec in specs]
     built = []  # (index, problem, t1)

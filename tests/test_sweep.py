@@ -410,3 +410,16 @@ def test_float32_sweep_tracks_float64_and_is_its_own_config(reference, tmp_path)
         _run(old, alpha="1.0", seeds="0", dtype="float32")
     with pytest.raises(flows.ConfigError, match="`dtype` must be"):
         _run(tmp_path / "bad", dtype="float16")
+
+
+def test_config_round_trip_and_solver_method_refusal():
+    """`SweepConfig.from_dict(cfg.to_dict())` is `cfg`; the dict carries the algorithm behind
+    the solver's name, and a dict naming another algorithm for it (a worker or folder from
+    another version) is refused."""
+    for solver in ("tsit5", "rkc"):
+        cfg = _sweep.SweepConfig(solver=solver, rtol=1e-5, dtype="float32")
+        d = cfg.to_dict()
+        assert d["solver_method"] == flows._simulate.SOLVER_METHODS.get(solver, solver)
+        assert _sweep.SweepConfig.from_dict(d) == cfg
+    with pytest.raises(flows.ConfigError, match="asks for 'RKC2'"):
+        _sweep.SweepConfig.from_dict({**d, "solver_method": "RKC2"})
