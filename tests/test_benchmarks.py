@@ -4,6 +4,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 BENCH = Path(__file__).parent.parent / "benchmarks"
 
@@ -15,6 +16,9 @@ def _load(name):
     return mod
 
 
+# the earlier, narrower benchmark (superseded by bench_work_precision, whose quick run is
+# in the default suite): ~20 s, so only with -m slow
+@pytest.mark.slow
 def test_bench_multistage_runs_at_tiny_size(tmp_path):
     out = tmp_path / "multistage.md"
     rows = _load("bench_multistage").main(
