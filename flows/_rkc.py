@@ -9,7 +9,10 @@ vector-field evaluations: evaluations per unit time grow like sqrt(ρ) instead o
 
 `RKC2` is the method of the RKC code (Sommeijer, Shampine & Verwer 1997) written as a
 `diffrax.AbstractAdaptiveSolver`, so it plugs into `diffrax.diffeqsolve` with
-`diffrax.PIDController` or `diffrax.ConstantStepSize`.
+`diffrax.PIDController` or `diffrax.ConstantStepSize`. Steps that are not
+stability-limited (h ρ < 1.95) are taken by a non-stiff method instead (Bogacki–Shampine
+3(2) or Tsit5; `RKC2.nonstiff`), so a flow with a fast accuracy-limited phase followed by
+a stiff plateau gets the right tool for each.
 """
 
 from __future__ import annotations
