@@ -43,8 +43,10 @@ _STAGE_CONST = 1.54
 # the safety factor.
 _NONSTIFF_MAX_HRHO = 3.0 / _STAGE_CONST
 NONSTIFF_METHODS = ("bs3", "tsit5", "none")
+# diffrax's own implementations; evaluations per step (FSAL) and rows of their dense stages k
+_NONSTIFF = {"bs3": diffrax.Bosh3(), "tsit5": diffrax.Tsit5()}
 _NONSTIFF_EVALS = {"bs3": 3, "tsit5": 6}
-_TSIT5 = diffrax.Tsit5()
+_NONSTIFF_K_ROWS = {"bs3": 4, "tsit5": 7, "none": 2}
 
 
 class RKCState(eqx.Module):
@@ -135,41 +137,44 @@ class _RKCInterpolation(diffrax.AbstractLocalInterpolation):
             return jtu.tree_map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
         kw = dict(t0=self.t0, t1=self.t1, y0=self.y0, y1=self.y1, k=self.k)
         herm = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(**kw).evaluate(t0)
-        if jtu.tree_leaves(self.k)[0].shape[0] == 2:  # no Tsit5 steps in this solver
+        if jtu.tree_leaves(self.k)[0].shape[0] != _NONSTIFF_K_ROWS["tsit5"]:  # no Tsit5 steps
             return herm
-        ts = _TSIT5.interpolation_cls(**kw).evaluate(t0)
+        ts = _NONSTIFF["tsit5"].interpolation_cls(**kw).evaluate(t0)
         return jtu.tree_map(lambda a, b: jnp.where(self.tsit5, a, b), ts, herm)
 
 
 def _hermite_k(hf0, hf1, rows: int):
-    """(h F0, 0, …, 0, h F1) with `rows` rows: the dense-output stages of a step whose
-    interpolant is cubic Hermite, shaped like Tsit5's when the solver may take Tsit5 steps
-    (lax.cond needs both branches to return the same shapes)."""
+    """(h F0, 0, …, 0, h F1) with `rows` rows: the dense-output stages of an RKC step
+    (cubic Hermite uses the first and last), shaped like those of the solver's non-stiff
+    steps (lax.cond needs both branches to return the same shapes)."""
     return jtu.tree_map(
         lambda a, b: jnp.stack([a] + [jnp.zeros_like(a)] * (rows - 2) + [b]), hf0, hf1
     )
 
 
-def _tsit5_step(terms, t0, t1, y0, args, f0, tolerances):
-    """One Tsit5 step (diffrax's, from the FSAL value f0). Its error estimate e (RMS norm of
-    error / (atol + rtol max(|y0|, |y1|)), as diffrax.PIDController computes it) is
-    reported as e^{3/5}: the controller, built for RKC2's error order 3, then accepts iff
-    e ≤ 1 and scales h by e^{−1/5}, as it would for Tsit5 (error order 5). Returns (y1,
-    F(t1, y1), dense stages k, error)."""
-    y1, y_error, dense, state, _ = _TSIT5.step(
+def _nonstiff_step(method, terms, t0, t1, y0, args, f0, tolerances):
+    """One step of diffrax's Bosh3 ('bs3') or Tsit5 ('tsit5') from the FSAL value f0.
+    Returns (y1, F(t1, y1), dense stages k, error).
+
+    Bosh3's error estimate is O(h³) like RKC2's and is returned as is. Tsit5's is O(h⁵):
+    its size e (RMS norm of error / (atol + rtol max(|y0|, |y1|)), as diffrax.PIDController
+    computes it) is reported as e^{3/5}, so the controller, built for RKC2's error order 3,
+    accepts iff e ≤ 1 and scales h by e^{−1/5}, as it would for Tsit5 (error order 5)."""
+    y1, y_error, dense, state, _ = _NONSTIFF[method].step(
         terms, t0, t1, y0, args, (jnp.asarray(False), f0), False
     )
-    rtol, atol = tolerances
-    sq = [
-        jnp.sum((e / (atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))) ** 2)
-        for e, a, b in zip(
-            jtu.tree_leaves(y_error), jtu.tree_leaves(y0), jtu.tree_leaves(y1), strict=True
-        )
-    ]
-    size = sum(jnp.size(e) for e in jtu.tree_leaves(y_error))
-    e = jnp.sqrt(sum(sq) / size)
-    c = jnp.where(e > 0, e ** (-2.0 / 5.0), 1.0)
-    return y1, state[1], dense["k"], _tree_scale(y_error, c)
+    if method == "tsit5":
+        rtol, atol = tolerances
+        sq = [
+            jnp.sum((e / (atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))) ** 2)
+            for e, a, b in zip(
+                jtu.tree_leaves(y_error), jtu.tree_leaves(y0), jtu.tree_leaves(y1), strict=True
+            )
+        ]
+        size = sum(jnp.size(e) for e in jtu.tree_leaves(y_error))
+        e = jnp.sqrt(sum(sq) / size)
+        y_error = _tree_scale(y_error, jnp.where(e > 0, e ** (-2.0 / 5.0), 1.0))
+    return y1, state[1], dense["k"], y_error
 
 
 class RKC2(diffrax.AbstractAdaptiveSolver):
@@ -214,14 +219,14 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
     for the minimum s = 2: the step is limited by accuracy, not stability, and a
     second-order method is the wrong tool. Such a step is taken instead by
 
-    - `'bs3'` (default): the Bogacki–Shampine 3(2) pair (3 evaluations, FSAL; third-order
-      solution, the embedded second-order one gives an O(h³) error estimate, so
-      `error_order` = 3 holds for both kinds of step and the controller needs nothing
-      more; real stability interval [−2.51, 0] ⊃ [−h ρ, 0]);
-    - `'tsit5'`: Tsitouras 5(4) (6 evaluations, FSAL). Its error estimate is O(h⁵), but the
-      controller applies one `error_order` (3) to every step, so the step reports its error
-      e (in the controller's norm) as e^{3/5}: accepted iff e ≤ 1, and the PID
-      controller's factor e^{−1/3·3/5} = e^{−1/5} is Tsit5's own. That needs the
+    - `'bs3'` (default): diffrax's `Bosh3`, the Bogacki–Shampine 3(2) pair (3 evaluations,
+      FSAL; third-order solution, the embedded second-order one gives an O(h³) error
+      estimate, so `error_order` = 3 holds for both kinds of step and the controller needs
+      nothing more; real stability interval [−2.51, 0] ⊃ [−h ρ, 0]);
+    - `'tsit5'`: diffrax's `Tsit5`, Tsitouras 5(4) (6 evaluations, FSAL). Its error
+      estimate is O(h⁵), but the controller applies one `error_order` (3) to every step,
+      so the step reports its error e (in the controller's norm) as e^{3/5}: accepted iff
+      e ≤ 1, and the PID controller's factor e^{−1/3·3/5} = e^{−1/5} is Tsit5's own. That needs the
       controller's `tolerances=(rtol, atol)` and its default RMS norm over the whole state,
       which is what `flows.simulate` uses (and passes);
     - `'none'`: plain RKC2 everywhere (the tests of its order and stability polynomial use
@@ -430,7 +435,6 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         # run it with the cheapest stage count.
         s = jnp.where(too_stiff, 2, jnp.maximum(s_real, 2.0)).astype(jnp.int32)
 
-        tsit = self.nonstiff == "tsit5"
         if self.nonstiff == "none":
             use_nonstiff = jnp.zeros((), bool)
         else:
@@ -439,20 +443,17 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         def rkc_step():
             y1, f1, hf0, hf1 = self._stages(terms, t0, t1, y0, args, f0, control, s)
             err = jtu.tree_map(lambda a, b, c, d: 0.8 * (a - b) + 0.4 * (c + d), y0, y1, hf0, hf1)
-            k = _hermite_k(hf0, hf1, 7 if tsit else 2)
-            return y1, f1, k, err
-
-        def nonstiff_step():
-            if tsit:
-                return _tsit5_step(terms, t0, t1, y0, args, f0, self.tolerances)
-            y1, f1, hf0, hf1, err = _bs3_step(terms, t0, t1, y0, args, f0, control)
-            return y1, f1, _hermite_k(hf0, hf1, 2), err
+            return y1, f1, _hermite_k(hf0, hf1, _NONSTIFF_K_ROWS[self.nonstiff]), err
 
         if self.nonstiff == "none":
             y1, f1, k, y_error = rkc_step()
         else:
             # Under vmap with a batched predicate, cond becomes select: both branches run.
-            y1, f1, k, y_error = jax.lax.cond(use_nonstiff, nonstiff_step, rkc_step)
+            y1, f1, k, y_error = jax.lax.cond(
+                use_nonstiff,
+                lambda: _nonstiff_step(self.nonstiff, terms, t0, t1, y0, args, f0, self.tolerances),
+                rkc_step,
+            )
         # RKC: s − 1 stages j = 2..s plus F(t1, y1); BS3 / Tsit5: 3 / 6 (FSAL)
         evals = jnp.where(use_nonstiff, _NONSTIFF_EVALS.get(self.nonstiff, 0), s)
         vf_evals = vf_evals + evals.astype(jnp.int32)
@@ -461,7 +462,7 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         result = diffrax.RESULTS.where(
             too_stiff, diffrax.RESULTS.max_steps_reached, diffrax.RESULTS.successful
         )
-        dense_info = dict(y0=y0, y1=y1, k=k, tsit5=use_nonstiff & tsit)
+        dense_info = dict(y0=y0, y1=y1, k=k, tsit5=use_nonstiff & (self.nonstiff == "tsit5"))
         new_state = RKCState(
             f0=f1,
             rho=rho,
@@ -552,31 +553,6 @@ class RKC2(diffrax.AbstractAdaptiveSolver):
         f1 = terms.vf(t1, y1, args)
         hf1 = terms.prod(f1, control)
         return y1, f1, hf0, hf1
-
-
-def _bs3_step(terms, t0, t1, y0, args, f0, control):
-    """One Bogacki–Shampine 3(2) step (c = 0, 1/2, 3/4, 1; FSAL). Returns (y1, F(t1, y1),
-    h F0, h F1, error estimate); the estimate is the third-order solution minus the embedded
-    second-order one, h Σ (b_i − b̂_i) K_i with b − b̂ = (−5/72, 1/12, 1/9, −1/8)."""
-    dt = t1 - t0
-    hf0 = terms.prod(f0, control)
-    y2 = jtu.tree_map(lambda a, k: a + 0.5 * k, y0, hf0)
-    k2 = terms.prod(terms.vf(t0 + 0.5 * dt, y2, args), control)
-    y3 = jtu.tree_map(lambda a, k: a + 0.75 * k, y0, k2)
-    k3 = terms.prod(terms.vf(t0 + 0.75 * dt, y3, args), control)
-    y1 = jtu.tree_map(
-        lambda a, k1, k2_, k3_: a + (2 / 9) * k1 + (1 / 3) * k2_ + (4 / 9) * k3_, y0, hf0, k2, k3
-    )
-    f1 = terms.vf(t1, y1, args)
-    hf1 = terms.prod(f1, control)
-    err = jtu.tree_map(
-        lambda k1, k2_, k3_, k4: (-5 / 72) * k1 + (1 / 12) * k2_ + (1 / 9) * k3_ - (1 / 8) * k4,
-        hf0,
-        k2,
-        k3,
-        hf1,
-    )
-    return y1, f1, hf0, hf1, err
 
 
 def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Array]:
