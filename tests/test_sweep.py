@@ -397,6 +397,12 @@ def test_float32_sweep_tracks_float64_and_is_its_own_config(reference, tmp_path)
     man = json.loads((old / "manifest.json").read_text())
     del man["config"]["dtype"], man["config"]["solver_method"]
     (old / "manifest.json").write_text(json.dumps(man))
+    (point,) = (old / "points").glob("*.nc")  # the point's own copy of the config, too
+    ds = xr.load_dataset(point, engine="h5netcdf")
+    cfg = json.loads(ds.attrs["config"])
+    del cfg["dtype"], cfg["solver_method"]
+    ds.attrs["config"] = json.dumps(cfg)
+    ds.to_netcdf(point, engine="h5netcdf")
     res = _run(old, alpha="1.0", seeds="0")
     assert res.n_skipped == 1 and res.n_run == 0
     old_rkc = tmp_path / "old_rkc"
