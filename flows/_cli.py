@@ -9,13 +9,17 @@ and what to try).
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import signal
 import sys
 import time
 from pathlib import Path
 
 from ._errors import ConfigError, SolverError
+from ._validate import as_float, as_int, as_seed, as_tolerance
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SOLVER = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _experiments():
@@ -24,21 +28,111 @@ def _experiments():
     return EXPERIMENTS
 
 
-def _positive_float(name):
+class _Parser(argparse.ArgumentParser):
+    """argparse that reads `--rtol -1e-6` as a (bad) value, not as a missing argument: its
+    negative-number pattern knows no exponents, so `-1e-6` looked like an unknown flag."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan|infinity)$", re.IGNORECASE
+        )
+
+
+def _typed(flag: str, convert, **kwargs):
+    """An argparse type: `convert(flag, float/int(text), **kwargs)` from `flows._validate`,
+    with its `ConfigError` turned into argparse's error (exit 2, the flag named)."""
+
     def parse(text):
         try:
-            v = float(text)
+            value = float(text) if convert in _FLOATS else int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number; got {text!r}") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be > 0 and finite; got {text}")
-        return v
+            kind = "a number" if convert in _FLOATS else "an integer"
+            raise argparse.ArgumentTypeError(f"{flag} must be {kind}; got {text!r}") from None
+        try:
+            return convert(flag, value, **kwargs)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).replace(f"`{flag}`", flag)) from None
 
+    # what the value must be, for tests that generate invalid values from the parser
+    parse.domain = (convert.__name__, kwargs)
     return parse
 
 
+_FLOATS = (as_float, as_tolerance)
+
+
+def _positive_float(flag):
+    return _typed(flag, as_float, positive=True)
+
+
+def _count(flag, minimum=1):
+    return _typed(flag, as_int, minimum=minimum)
+
+
+#: `flows simulate` flags that act for each experiment (the rest is refused, exit 2).
+SIMULATE_FLAGS = {
+    "multistage": {
+        "m",
+        "alpha",
+        "target",
+        "data",
+        "n",
+        "t1",
+        "seed",
+        "solver",
+        "rtol",
+        "atol",
+        "n_save",
+        "max_steps",
+        "save_params",
+        "method",
+        "lr",
+        "progress",
+    },
+    "bias-plateau": {"k", "r", "delta", "seed"},
+    "linear-teacher": {"k", "init", "slope", "seed", "t1"},
+}
+#: Defaults of the multistage simulate flags (the others default to the experiment's config).
+_SIM_DEFAULTS = {
+    "m": 1000,
+    "alpha": 1.0,
+    "target": "f1",
+    "data": "paper",
+    "n": 1000,
+    "t1": None,
+    "seed": 0,
+    "solver": "tsit5",
+    "rtol": 1e-6,
+    "atol": 1e-9,
+    "n_save": 401,
+    "max_steps": 200_000,
+    "save_params": "ends",
+    "method": "flow",
+    "lr": 1e-3,
+    "progress": False,
+    "k": None,
+    "r": None,
+    "delta": None,
+    "init": None,
+    "slope": None,
+}
+
+
+def _solver_names() -> list[str]:
+    from ._simulate import SOLVERS
+
+    return sorted(SOLVERS)
+
+
+def _targets() -> list[str]:
+    from ._data import TARGETS
+
+    return sorted(TARGETS)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="flows",
         description="Exact gradient flows of small networks vs reduced models and theorems.",
     )
@@ -54,48 +148,62 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate",
         help="integrate one gradient flow and save trajectory.nc",
         description="multistage: the two-layer net (--m --alpha --target --data --n --t1 "
-        "--solver --rtol --atol --method --lr). bias-plateau: §4's r-homogeneous net "
-        "(--k --r --delta; t1 from the reduced model's blow-up times). linear-teacher: the "
-        "leaky-ReLU ±v net on symmetric Gaussians, loss clock (--k --init --slope --t1).",
+        "--seed --solver --rtol --atol --n-save --max-steps --save-params --method --lr "
+        "--progress). bias-plateau: §4's r-homogeneous net (--k --r --delta --seed; t1 from "
+        "the reduced model's blow-up times). linear-teacher: the leaky-ReLU ±v net on "
+        "symmetric Gaussians, loss clock (--k --init --slope --seed --t1). A flag that does "
+        "not act on the chosen experiment is refused (exit 2).",
+        argument_default=argparse.SUPPRESS,
     )
-    s.add_argument("experiment", choices=["multistage", "bias-plateau", "linear-teacher"])
-    s.add_argument("--m", type=int, default=1000, help="width (default 1000)")
-    s.add_argument("--alpha", type=float, default=1.0, help="init exponent α (default 1)")
-    s.add_argument("--target", default="f1", help="f1, f2 or f3 (default f1)")
-    s.add_argument("--data", default="paper", choices=["paper", "assumption"])
-    s.add_argument("--n", type=int, default=1000, help="number of data points")
+    s.add_argument("experiment", choices=sorted(SIMULATE_FLAGS))
+    s.add_argument("--m", type=_count("--m"), help="width (default 1000)")
+    s.add_argument("--alpha", type=_typed("--alpha", as_float), help="init exponent α (default 1)")
+    s.add_argument("--target", choices=_targets(), help="target function (default f1)")
+    s.add_argument("--data", choices=["paper", "assumption"], help="data set (default paper)")
+    s.add_argument("--n", type=_count("--n", 2), help="number of data points (default 1000)")
     s.add_argument(
         "--t1",
-        type=float,
-        default=None,
+        type=_positive_float("--t1"),
         help="final time (multistage default 20, linear-teacher 1e8)",
     )
-    s.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
-    s.add_argument("--solver", default="tsit5", help="tsit5, dopri5, dopri8, kvaerno5, rkc or auto")
-    s.add_argument("--rtol", type=float, default=1e-6)
-    s.add_argument("--atol", type=float, default=1e-9)
-    s.add_argument("--n-save", type=int, default=401, help="number of save times")
-    s.add_argument("--max-steps", type=int, default=200_000, help="solver step budget")
-    s.add_argument("--save-params", default="ends", choices=["all", "ends", "none"])
+    s.add_argument("--seed", type=_typed("--seed", as_seed), help="PRNG seed (default 0)")
+    s.add_argument(
+        "--solver",
+        choices=["auto", *_solver_names()],
+        help="ODE solver (default tsit5; auto picks rkc or tsit5 from rtol)",
+    )
+    s.add_argument("--rtol", type=_typed("--rtol", as_tolerance, example="1e-6"))
+    s.add_argument("--atol", type=_typed("--atol", as_tolerance, example="1e-9"))
+    s.add_argument("--n-save", type=_count("--n-save", 2), help="save times (default 401)")
+    s.add_argument("--max-steps", type=_count("--max-steps"), help="solver step budget")
+    s.add_argument("--save-params", choices=["all", "ends", "none"], help="default ends")
     s.add_argument(
         "--method",
-        default="flow",
         choices=["flow", "gd"],
         help="exact gradient flow (default) or gradient descent",
     )
     s.add_argument(
-        "--lr",
-        type=_positive_float("--lr"),
-        default=1e-3,
-        help="learning rate for --method gd (default 1e-3)",
+        "--lr", type=_positive_float("--lr"), help="learning rate for --method gd (default 1e-3)"
     )
-    s.add_argument("--out", required=True, help="output folder; writes OUT/trajectory.nc")
-    s.add_argument("--progress", action="store_true")
-    s.add_argument("--k", type=int, default=None, help="classes / neurons per type")
-    s.add_argument("--r", type=int, default=None, help="bias-plateau: homogeneity degree")
-    s.add_argument("--delta", type=float, default=None, help="bias-plateau: init scale δ")
-    s.add_argument("--init", type=float, default=None, help="linear-teacher: init scale")
-    s.add_argument("--slope", type=float, default=None, help="linear-teacher: leaky slope")
+    s.add_argument(
+        "--out", required=True, default=None, help="output folder; writes OUT/trajectory.nc"
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=False,
+        help="replace an existing OUT/trajectory.nc (refused otherwise)",
+    )
+    s.add_argument("--progress", action="store_true", help="print a progress meter")
+    s.add_argument("--k", type=_count("--k"), help="classes / neurons per type")
+    s.add_argument("--r", type=_count("--r"), help="bias-plateau: homogeneity degree")
+    s.add_argument("--delta", type=_positive_float("--delta"), help="bias-plateau: init scale δ")
+    s.add_argument("--init", type=_positive_float("--init"), help="linear-teacher: init scale")
+    s.add_argument(
+        "--slope",
+        type=_typed("--slope", as_float, lo=0.0, hi=1.0),
+        help="linear-teacher: leaky slope in [0, 1)",
+    )
 
     w = sub.add_parser(
         "sweep",
@@ -111,11 +219,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--m", required=True, help="widths, comma-separated (e.g. 1000,5000)")
     w.add_argument("--alpha", required=True, help="init exponents α > 1/2 (e.g. 0.75,1.0)")
     w.add_argument("--seeds", default="0", help="seeds: a range 0-2 or a list 0,1,2 (default 0)")
-    w.add_argument("--target", default="f1", help="f1, f2 or f3 (default f1)")
+    w.add_argument("--target", default="f1", choices=_targets(), help="default f1")
     w.add_argument("--data", default="paper", choices=["paper", "assumption"])
-    w.add_argument("--n", type=int, default=1000, help="number of data points (default 1000)")
     w.add_argument(
-        "--solver", default="tsit5", help="a solver of flows.SOLVERS, e.g. tsit5 (default) or rkc"
+        "--n", type=_count("--n", 2), default=1000, help="number of data points (default 1000)"
+    )
+    w.add_argument(
+        "--solver",
+        default="tsit5",
+        choices=_solver_names(),
+        help="ODE solver, e.g. tsit5 (default) or rkc",
     )
     w.add_argument(
         "--vector-field",
@@ -129,18 +242,29 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["float64", "float32"],
         help="precision of data, θ and the solve (default float64)",
     )
-    w.add_argument("--rtol", type=float, default=1e-6)
-    w.add_argument("--atol", type=float, default=1e-9)
-    w.add_argument("--beta", type=float, default=0.1, help="T_d threshold β (default 0.1)")
-    w.add_argument("--n-save", type=int, default=401, help="save times per run (default 401)")
+    w.add_argument("--rtol", type=_typed("--rtol", as_tolerance, example="1e-6"), default=1e-6)
+    w.add_argument("--atol", type=_typed("--atol", as_tolerance, example="1e-9"), default=1e-9)
+    w.add_argument(
+        "--beta",
+        type=_typed("--beta", as_float, lo=0.0, hi=1.0),
+        default=0.1,
+        help="T_d threshold β in (0, 1) (default 0.1)",
+    )
+    w.add_argument(
+        "--n-save", type=_count("--n-save", 2), default=401, help="save times per run (default 401)"
+    )
     w.add_argument(
         "--margin",
-        type=float,
+        type=_typed("--margin", as_float, nonnegative=True),
         default=8.0,
         help="horizon τ₁ = (2α−1)/2·ln m + margin, in the theorems' time (default 8)",
     )
-    w.add_argument("--max-steps", type=int, default=200_000, help="solver step budget per run")
-    w.add_argument("--batch-size", type=int, default=8, help="most runs per vmapped batch")
+    w.add_argument(
+        "--max-steps", type=_count("--max-steps"), default=200_000, help="step budget per run"
+    )
+    w.add_argument(
+        "--batch-size", type=_count("--batch-size"), default=8, help="most runs per vmapped batch"
+    )
     w.add_argument("--out", required=True, help="output folder (created, or resumed)")
     w.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
     w.add_argument(
@@ -159,9 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_check(args) -> int:
     from ._checks import any_failed, format_table
+    from .experiments.base import OutputDir
 
     exps = _experiments()
     names = sorted(exps) if args.experiment == "all" else [args.experiment]
+    for name in names:  # refuse a bad --out before minutes of computing
+        OutputDir.preflight(Path(args.out) / name, exps[name].FILES, name)
     failed = False
     for name in names:
         mod = exps[name]
@@ -184,6 +311,36 @@ def _set(cfg, **changes):
     return dataclasses.replace(cfg, **{k: v for k, v in changes.items() if v is not None})
 
 
+def _simulate_args(args) -> argparse.Namespace:
+    """The flags given, refused where they do not act on the experiment, plus defaults."""
+    given = {k for k in vars(args) if k not in ("command", "experiment", "out", "overwrite")}
+    allowed = SIMULATE_FLAGS[args.experiment]
+    ignored = sorted(given - allowed)
+    if ignored:
+        flag = lambda k: "--" + k.replace("_", "-")
+        raise ConfigError(
+            f"`flows simulate {args.experiment}` does not use "
+            f"{', '.join(flag(k) for k in ignored)}; its flags are "
+            f"{', '.join(flag(k) for k in sorted(allowed))} (and --out, --overwrite)."
+        )
+    return argparse.Namespace(**{**_SIM_DEFAULTS, **vars(args)})
+
+
+def _check_memory(n: int, m: int, d: int) -> None:
+    """Refuse a two-layer run whose (n × m) activations cannot fit in this machine's memory
+    (XLA would fail mid-compile with RESOURCE_EXHAUSTED)."""
+    need = 8 * n * m * (d + 8)  # float64 pre-activations, activations and their gradients
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return
+    if need > 0.8 * total:
+        raise ConfigError(
+            f"--m {m} with --n {n} needs about {need / 2**30:.3g} GiB for the network's "
+            f"activations; this machine has {total / 2**30:.3g} GiB. Reduce --m or --n."
+        )
+
+
 def _simulate_other(args):
     from ._separable_data import symmetric_gaussians
     from ._teacher_observables import teacher_observables
@@ -191,18 +348,43 @@ def _simulate_other(args):
 
     if args.experiment == "bias-plateau":
         cfg = _set(bias_plateau.Config(), k=args.k, r=args.r, delta=args.delta, seed=args.seed)
-        return bias_plateau.run_homogeneous(cfg).traj
+        return bias_plateau.run_homogeneous(cfg).traj, cfg.rtol
     cfg = _set(linear_teacher.Config(), k=args.k, slope=args.slope, seed=args.seed, t1=args.t1)
     data = symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
     obs = teacher_observables(teacher=data.teacher, beta=cfg.beta)
     init = cfg.small_init if args.init is None else args.init
-    return linear_teacher.run_flow(cfg, data, init, obs)
+    return linear_teacher.run_flow(cfg, data, init, obs), cfg.rtol
+
+
+def _save_trajectory(traj, out: Path, rtol: float | None) -> Path:
+    """Write OUT/trajectory.nc, unless the flow's accuracy certificate failed (exit 3)."""
+    if rtol is not None:
+        from ._simulate import certificate, describe_certificate
+
+        cert = traj.stats.get("certificate") or certificate(traj.observables, rtol)
+        traj.stats["certificate"] = cert
+        if not cert["ok"]:
+            raise SolverError(
+                describe_certificate(cert) + " Nothing was written.",
+                t_reached=float(traj.times[-1]),
+                reason="certificate",
+            )
+    return traj.save(out)
 
 
 def _cmd_simulate(args) -> int:
+    from .experiments.base import check_output_path
+
+    args = _simulate_args(args)
+    out = check_output_path(args.out) / "trajectory.nc"
+    if out.exists() and not args.overwrite:
+        raise ConfigError(
+            f"{str(out)!r} exists; flows does not overwrite it. Choose another --out, or "
+            "pass --overwrite to replace it."
+        )
     if args.experiment != "multistage":
-        traj = _simulate_other(args)
-        path = traj.save(Path(args.out) / "trajectory.nc")
+        traj, rtol = _simulate_other(args)
+        path = _save_trajectory(traj, out, rtol)
         print(
             f"{traj.config.get('method', 'gradient flow')}: loss {traj.loss[0]:.6g} → "
             f"{traj.loss[-1]:.6g} at t = {traj.times[-1]:g}; {traj.stats['vf_evals']} gradient "
@@ -226,6 +408,7 @@ def _cmd_simulate(args) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
+    _check_memory(cfg.n, cfg.m, 1)
     data = ex.make_data(cfg)
     problem = make_problem(TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha), data, key=cfg.seed)
     if args.method == "flow":
@@ -246,7 +429,7 @@ def _cmd_simulate(args) -> int:
     else:
         from . import gradient_descent
 
-        traj = gradient_descent(
+        traj = gradient_descent(  # raises SolverError (exit 3) if it diverges
             problem,
             learning_rate=args.lr,
             t1=cfg.t1,
@@ -254,14 +437,8 @@ def _cmd_simulate(args) -> int:
             save_params=args.save_params,
             observables=multistage_observables,
         )
-        if traj.stats["result"] != "successful":
-            raise SolverError(
-                f"gradient descent diverged: {traj.stats['result']}. Try a smaller --lr.",
-                t_reached=float("nan"),
-                reason="diverged",
-            )
     traj.config["experiment"] = {"name": "multistage", **vars(args)}
-    path = traj.save(Path(args.out) / "trajectory.nc")
+    path = _save_trajectory(traj, out, cfg.rtol if args.method == "flow" else None)
     st = traj.stats
     print(
         f"{traj.config['method']}: loss {traj.loss[0]:.6g} → {traj.loss[-1]:.6g} at t = "
@@ -274,7 +451,9 @@ def _cmd_simulate(args) -> int:
 
 def _cmd_sweep(args) -> int:
     from ._sweep import sweep
+    from .experiments.base import check_output_path
 
+    check_output_path(args.out)
     try:
         result = sweep(
             args.out,
@@ -306,7 +485,7 @@ def _cmd_sweep(args) -> int:
             "Rerun the same command to resume.",
             file=sys.stderr,
         )
-        return 130
+        return EXIT_INTERRUPTED
     if args.quiet:
         print(result.summary)
     return EXIT_OK if result.ok else EXIT_FAILED
@@ -324,7 +503,12 @@ def _cmd_derive(args) -> int:
     return EXIT_FAILED if any(r.status == "fails" for r in results) else EXIT_OK
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)
+
+
 def main(argv=None) -> int:
+    """Run the command line; returns the exit status (see the module docstring)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -341,7 +525,66 @@ def main(argv=None) -> int:
     except SolverError as exc:
         print(f"flows: solver failure: {exc}", file=sys.stderr)
         return EXIT_SOLVER
+    except KeyboardInterrupt:
+        print(_INTERRUPT_MESSAGE, end="", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if not _out_of_memory(exc):
+            raise
+        print(
+            "flows: error: out of memory; the problem is too large for this machine. "
+            "Reduce the width (--m) or the number of samples (--n).",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+
+
+#: Seconds the main thread gets to turn Ctrl-C into KeyboardInterrupt before the watchdog
+#: ends the process (it cannot while it is blocked inside an XLA compilation or solve).
+INTERRUPT_GRACE_S = 2.0
+_INTERRUPT_MESSAGE = (
+    "flows: interrupted; nothing partial was written as complete (a sweep's finished "
+    "points are kept: rerun the same command to resume).\n"
+)
+
+
+def _watch_interrupts() -> None:
+    """Make Ctrl-C effective while the main thread is inside XLA: Python runs its SIGINT
+    handler only between bytecodes, so a long compile or solve ignored Ctrl-C until it
+    finished. CPython's C-level handler also writes the signal number to the wakeup fd; a
+    thread reading it waits `INTERRUPT_GRACE_S` for the ordinary KeyboardInterrupt path,
+    then exits with status 130. Outputs are written atomically, so nothing half-written
+    remains."""
+    import socket
+    import threading
+
+    r, w = socket.socketpair()
+    w.setblocking(False)
+    signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+
+    def watch():
+        while signal.SIGINT not in r.recv(64):
+            pass
+        time.sleep(INTERRUPT_GRACE_S)
+        os.write(2, _INTERRUPT_MESSAGE.encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    threading.Thread(target=watch, name="flows-interrupt-watch", daemon=True).start()
+    _watch_interrupts.sockets = (r, w)  # keep them open for the life of the process
+
+
+def entry() -> None:
+    """Console-script entry point (also `python -m flows`). After Ctrl-C, exit at once:
+    interpreter teardown while XLA's compiler threads were still running crashed
+    (segmentation fault)."""
+    _watch_interrupts()
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()

@@ -9,7 +9,6 @@ reaches ε within M(n, ε) = C n⁴/ε² updates.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import equinox as eqx
@@ -20,6 +19,7 @@ from jaxtyping import PRNGKeyArray
 
 from ._errors import ConfigError
 from ._problem import Problem
+from ._validate import as_float, as_int, as_seed
 
 __all__ = ["SGDResult", "sgd_to_epsilon"]
 
@@ -123,21 +123,16 @@ def sgd_to_epsilon(
     **Returns:** an `SGDResult`; `updates` is the number of updates to reach ε (None if the
     budget ran out — compare with Theorem 4.1's M(n, ε) = C n⁴/ε²).
     """
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise ConfigError(f"`epsilon` must be > 0; got {epsilon!r}.")
-    if not (
-        isinstance(learning_rate, (int, float))
-        and math.isfinite(learning_rate)
-        and learning_rate > 0
-    ):
-        raise ConfigError(f"`learning_rate` must be > 0; got {learning_rate!r}.")
-    if not (isinstance(max_epochs, int) and max_epochs >= 1):
-        raise ConfigError(f"`max_epochs` must be an integer ≥ 1; got {max_epochs!r}.")
+    epsilon = as_float("epsilon", epsilon, positive=True)
+    learning_rate = as_float("learning_rate", learning_rate, positive=True)
+    max_epochs = as_int("max_epochs", max_epochs, minimum=1)
     y = np.asarray(problem.y)
     if not np.all(np.isin(y, (-1.0, 1.0))):
         raise ConfigError("SGD of Theorem 4.1 needs labels in {−1, +1}.")
-    if isinstance(key, int):
-        key = jax.random.key(key)
+    # a typed key or a legacy uint32 key array passes; a seed (any integer type) is checked
+    typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if not (typed or np.ndim(key) == 1):
+        key = jax.random.key(as_seed("key", key))
     theta = problem.theta0 if theta0 is None else theta0
     theta = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype=jnp.float64), theta)
     start = time.perf_counter()

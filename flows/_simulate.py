@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable
 
@@ -18,6 +17,7 @@ from ._errors import ConfigError, SolverError
 from ._problem import Problem
 from ._rkc import RKC2, rkc_eval_counts
 from ._trajectory import Trajectory
+from ._validate import as_float, as_int, as_tolerance
 
 __all__ = [
     "SOLVERS",
@@ -90,12 +90,14 @@ def _tree_sq_norm(tree) -> jax.Array:
     return sum(jnp.vdot(v, v) for v in jax.tree_util.tree_leaves(tree))
 
 
-def _save_times(t0: float, t1: float, ts, n_save: int) -> np.ndarray:
+def _save_times(t0: float, t1: float, ts, n_save) -> np.ndarray:
     if ts is None:
-        if not (isinstance(n_save, int) and n_save >= 2):
-            raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
+        n_save = as_int("n_save", n_save, minimum=2)
         return np.linspace(t0, t1, n_save)
-    ts = np.asarray(ts, dtype=np.float64)
+    try:
+        ts = np.asarray(ts, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"`ts` must be a 1-D array of real save times; got {ts!r}.") from None
     if ts.ndim != 1 or ts.size < 2:
         raise ConfigError(
             f"`ts` must be a 1-D array of at least 2 save times; got shape {ts.shape}."
@@ -107,21 +109,69 @@ def _save_times(t0: float, t1: float, ts, n_save: int) -> np.ndarray:
     return ts
 
 
-def _check_common(t0, t1, rtol, atol, save_params):
-    for name, val in (("t0", t0), ("t1", t1)):
-        if not (isinstance(val, (int, float)) and math.isfinite(val)):
-            raise ConfigError(f"`{name}` must be a finite number; got {val!r}.")
+def _check_span(t0, t1) -> tuple[float, float]:
+    """(t0, t1) as Python floats with t1 > t0 (NumPy and 0-d JAX numbers accepted)."""
+    t0, t1 = as_float("t0", t0), as_float("t1", t1)
     if not t1 > t0:
         raise ConfigError(f"`t1` must be > t0 = {t0}; got t1 = {t1}.")
-    if rtol is not None and not (math.isfinite(rtol) and rtol > 0):
-        raise ConfigError(f"`rtol` must be > 0 (e.g. 1e-6); got {rtol!r}.")
-    if atol is not None and not (math.isfinite(atol) and atol > 0):
-        raise ConfigError(f"`atol` must be > 0 (e.g. 1e-9); got {atol!r}.")
+    return t0, t1
+
+
+def _check_save_params(save_params) -> None:
     if save_params not in ("all", "ends", "none"):
         raise ConfigError(
             f"`save_params` must be 'all', 'ends' or 'none'; got {save_params!r} "
             "('none' keeps only observables, for very wide networks)."
         )
+
+
+def _check_common(t0, t1, rtol, atol, save_params):
+    """Validated (t0, t1, rtol, atol); tolerances must lie in (0, 1) (`as_tolerance`)."""
+    t0, t1 = _check_span(t0, t1)
+    rtol = as_tolerance("rtol", rtol, example="1e-6")
+    atol = as_tolerance("atol", atol, example="1e-9")
+    _check_save_params(save_params)
+    return t0, t1, rtol, atol
+
+
+def _check_dt0(dt0) -> float | None:
+    if dt0 is None:
+        return None
+    return as_float("dt0", dt0, positive=True, hint="Or pass dt0=None to let the solver choose.")
+
+
+#: Accuracy certificate of a flow run: along an exact flow L(0) − L(t) = ∫‖∇L‖² and L is
+#: non-increasing. A solve meeting its tolerances keeps both within a small multiple of
+#: rtol·L(0); beyond `CERTIFICATE_FACTOR`·rtol·L(0) the run is not the flow it claims to be.
+CERTIFICATE_FACTOR = 100.0
+
+
+def certificate(observables: dict, rtol: float) -> dict:
+    """The energy-identity and monotone-loss certificate of a flow run.
+
+    **Arguments:** `observables` with `loss` and `energy_residual` (leading axis: time);
+    `rtol`, the solve's relative tolerance.
+
+    **Returns:** a dict: `max_residual`, `max_rise` (largest increase of the saved loss),
+    `bound` = `CERTIFICATE_FACTOR`·rtol·L(0) (the same for both), and `ok`.
+    """
+    loss = np.asarray(observables["loss"], dtype=np.float64)
+    res = np.asarray(observables["energy_residual"], dtype=np.float64)
+    scale = float(abs(loss[0])) if len(loss) and np.isfinite(loss[0]) else float("nan")
+    bound = CERTIFICATE_FACTOR * rtol * max(scale, 1e-300)
+    max_res = float(np.max(res)) if len(res) else 0.0
+    max_rise = max(float(np.max(np.diff(loss))), 0.0) if len(loss) > 1 else 0.0
+    ok = bool(np.isfinite(max_res) and max_res <= bound and max_rise <= bound)
+    return {"max_residual": max_res, "max_rise": max_rise, "bound": bound, "ok": ok}
+
+
+def describe_certificate(cert: dict) -> str:
+    """One line for a failed certificate, with what to try."""
+    return (
+        f"accuracy certificate failed: energy-identity residual {cert['max_residual']:.3g} and "
+        f"loss rise {cert['max_rise']:.3g} must both be ≤ {CERTIFICATE_FACTOR:g}·rtol·L(0) = "
+        f"{cert['bound']:.3g}. The solve did not follow the flow: tighten rtol/atol."
+    )
 
 
 def _param_save_times(ts: np.ndarray, save_params: str) -> np.ndarray:
@@ -280,16 +330,21 @@ def simulate(
       for implicit ones; True: always by callback (costs ~10 % on a
       wide net on CPU, and synchronizes on accelerators); False: not at all.
     - `throw`: raise `SolverError` when the solve fails (default). With `throw=False` the
-      partial trajectory is returned with `stats["result"]` naming the failure and
-      `stats["t_reached"]`.
+      run up to the time reached is returned (save times after it dropped, the state at
+      `stats["t_reached"]` appended, θ there as the last stored parameters), with
+      `stats["result"]` naming the failure.
     - `stop`: an event, (problem, θ, t) → scalar: the run ends where it first falls from
       > 0 to 0 (located by a root finder on the dense output), e.g. `stop_at_loss(1e-3)`.
       The trajectory then ends at that time (save times after it are dropped, the stop
       time is appended) and `stats["stopped_at"]` records it (NaN when not triggered).
 
-    **Returns:** a `Trajectory`.
+    **Returns:** a `Trajectory`. `stats["certificate"]` (`certificate`) says whether the
+    energy identity and the monotone loss hold within `CERTIFICATE_FACTOR`·rtol·L(0); the
+    CLI refuses to save a run where they do not.
     """
-    _check_common(t0, t1, rtol, atol, save_params)
+    t0, t1, rtol, atol = _check_common(t0, t1, rtol, atol, save_params)
+    max_steps = as_int("max_steps", max_steps, minimum=1)
+    dt0 = _check_dt0(dt0)
     requested = solver
     solver = _resolve_solver(solver, rtol, problem.n_params, problem.dtype)
     if count_evals not in (True, False, "auto"):
@@ -301,8 +356,6 @@ def simulate(
     callback_count = count_evals is True or (
         count_evals == "auto" and not (analytic_count or state_count)
     )
-    if not (isinstance(max_steps, int) and max_steps >= 1):
-        raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
     if clock not in CLOCKS:
         raise ConfigError(f"`clock` must be one of {CLOCKS}; got {clock!r}.")
     if clock == "log" and t0 < 0:
@@ -409,7 +462,9 @@ def simulate(
     params = {}
     if len(pts):
         params = {k: np.asarray(v) for k, v in sol.ys[2].items()}
-    if stopped:  # the run ended at t_reached: keep earlier saves, append the final state
+    if stopped or not ok:
+        # The run ended at t_reached (a stop event, or a failure with throw=False): keep the
+        # saves before it and append the state reached, so nothing past t_reached is reported.
         keep, pkeep = ts < t_reached, pts < t_reached
         ts = np.append(ts[keep], t_reached)
         obs = {k: np.concatenate([v[keep], np.asarray(obs_end[k])[None]]) for k, v in obs.items()}
@@ -421,6 +476,7 @@ def simulate(
             }
     loss0 = float(problem.loss(problem.theta0))
     obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
+    stats["certificate"] = certificate(obs, rtol)
     return Trajectory(
         times=ts,
         observables=obs,
@@ -557,6 +613,7 @@ def gradient_descent(
     n_save: int = 201,
     save_params: str = "ends",
     observables: Observables | None = None,
+    throw: bool = True,
 ) -> Trajectory:
     """Discrete gradient descent θ ← θ − η∇L(θ) (forward Euler with step η), the papers'
     stand-in for gradient flow; time t = η · steps.
@@ -564,15 +621,23 @@ def gradient_descent(
     Runs round(t1/η) steps, saving at `n_save` equally spaced step counts (rounded to whole
     steps, so save times are exact multiples of η). `energy` accumulates η·Σ‖∇L‖² (the
     Riemann sum of the energy identity).
+
+    GD whose saved loss becomes non-finite, or ends above L(0), has diverged (η too large
+    for the curvature it meets): with `throw=True` (default) that raises `SolverError`
+    naming the time; with `throw=False` the run (up to the last finite save) is returned
+    with `stats["result"]` saying so. `stats["max_loss_rise"]` records the largest rise of
+    the saved loss: a transient rise (a spike GD recovers from) is not divergence, but there
+    GD does not follow the gradient flow.
     """
-    _check_common(0.0, t1, None, None, save_params)
-    if not (math.isfinite(learning_rate) and learning_rate > 0):
-        raise ConfigError(f"`learning_rate` must be > 0; got {learning_rate!r}.")
+    _, t1 = _check_span(0.0, t1)
+    _check_save_params(save_params)
+    learning_rate = as_float(
+        "learning_rate", learning_rate, positive=True, hint="Try e.g. learning_rate=1e-3."
+    )
+    n_save = as_int("n_save", n_save, minimum=2)
     n_steps = int(round(t1 / learning_rate))
     if n_steps < 1:
         raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")
-    if not (isinstance(n_save, int) and n_save >= 2):
-        raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
     save_steps = np.unique(np.round(np.linspace(0, n_steps, n_save)).astype(np.int64))
     ts = save_steps * learning_rate
     pts_idx = {"all": np.arange(len(ts)), "ends": np.array([0, len(ts) - 1]), "none": []}[
@@ -611,22 +676,47 @@ def gradient_descent(
     params = {}
     if thetas:
         params = {k: np.stack([np.asarray(t[k]) for t in thetas]) for k in thetas[0]}
-    finite = np.all(np.isfinite(obs["loss"]))
+    loss = obs["loss"]
+    result, t_reached = "successful", float(ts[-1])
+    nonfinite = ~np.isfinite(loss)
+    if nonfinite.any() or loss[-1] > loss0:
+        i = int(np.argmax(nonfinite)) if nonfinite.any() else int(np.nanargmax(loss))
+        result = (
+            f"diverged: loss {loss0:.4g} → {loss[i]:.4g} at t = {ts[i]:g} (step "
+            f"{int(save_steps[i])}), ending at {loss[-1]:.4g}; η = {learning_rate:g} is too large"
+        )
+        if throw:
+            raise SolverError(
+                f"gradient descent {result}. Try a smaller learning rate (e.g. η/10).",
+                t_reached=float(ts[i]),
+                reason="diverged",
+            )
+        if nonfinite.any():  # keep the run up to the last finite save
+            obs = {k: v[:i] for k, v in obs.items()}
+            keep_p = np.asarray(pts_idx, dtype=int) < i
+            params = {k: v[keep_p] for k, v in params.items()}
+            pts_idx = np.asarray(pts_idx, dtype=int)[keep_p]
+            ts = ts[:i]
+            t_reached = float(ts[-1]) if i else 0.0
     stats = {
-        "result": "successful" if finite else "non-finite loss (learning rate too large?)",
-        "t_reached": float(ts[-1]),
+        "result": result,
+        "t_reached": t_reached,
         "steps": n_steps,
         "accepted_steps": n_steps,
         "rejected_steps": 0,
         "vf_evals": n_steps,
         "compile_s": compile_s,
         "wall_s": wall_s,
+        # GD is no gradient flow where its loss rises: the largest rise between saves
+        "max_loss_rise": max(float(np.max(np.diff(obs["loss"]))), 0.0)
+        if len(obs["loss"]) > 1
+        else 0.0,
     }
     config = {
         "method": f"gradient descent (lr={learning_rate})",
         "problem": problem.describe(),
         "learning_rate": learning_rate,
-        "t1": float(ts[-1]),
+        "t1": n_steps * learning_rate,
         "save_params": save_params,
     }
     return Trajectory(

@@ -58,6 +58,16 @@ from ..models.homogeneous import Homogeneous
 from .base import OutputDir, Report, mpl_rcparams, new_figure, write_results_json
 
 NAME = "bias-plateau"
+#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+FILES = (
+    "four_class.png",
+    "interpolation.png",
+    "trends.png",
+    "bias_order.png",
+    "trajectory.nc",
+    "trajectory_deep.nc",
+    "results.json",
+)
 SOURCE = "bias-plateau"
 #: Constant C in the left end α₁′ = C·2·max|f^(0)|/Δ_min of the checked error-plateau interval.
 ALPHA1_C = 2.0
@@ -1172,7 +1182,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         print(f"[{NAME}] trends over depth, δ and bias", flush=True)
     trend_rows = trend_sweep(cfg, progress=progress)
     checks += trend_checks(trend_rows, cfg)
-    outdir = OutputDir(Path(out) / NAME)
+    outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
         plot_four_class(main, cfg, outdir.path("four_class.png"))
         plot_interpolation(deep, outdir.path("interpolation.png"))

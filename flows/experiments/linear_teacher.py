@@ -40,6 +40,16 @@ from ..models.leaky import LeakyReLUNet
 from .base import OutputDir, Report, new_figure, write_results_json
 
 NAME = "linear-teacher"
+#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+FILES = (
+    "boundary.png",
+    "clustering.png",
+    "par.png",
+    "outlier.png",
+    "sgd.png",
+    "trajectory.nc",
+    "results.json",
+)
 SOURCE = "linear teachers"
 
 
@@ -774,7 +784,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     }
     checks.insert(2, check_theorem51_runs({**runs, "outlier (GD)": outlier}, cfg.slope))
 
-    outdir = OutputDir(Path(out) / NAME)
+    outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
         plot_boundaries(small, data, sol, cfg, outdir.path("boundary.png"))
         plot_clustering(runs, outdir.path("clustering.png"))

@@ -32,6 +32,8 @@ from ..models import TwoLayer
 from .base import OutputDir, Report, new_figure, write_results_json
 
 NAME = "multistage"
+#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+FILES = ("stages.png", "K.png", "descent_time.png", "trajectory.nc", "results.json")
 SOURCE = "multistage"
 #: Reading of "≲" and "≳" in the paper's bounds: the constant C used for the verdict.
 LESSSIM_C = 10.0
@@ -78,8 +80,10 @@ class Config:
             raise ConfigError(f"`data` must be 'paper' or 'assumption'; got {self.data!r}.")
         if not (math.isfinite(self.t1) and self.t1 > 0):
             raise ConfigError(f"`t1` must be > 0; got {self.t1!r}.")
-        if self.solver not in SOLVERS:
-            raise ConfigError(f"`solver` must be one of {sorted(SOLVERS)}; got {self.solver!r}.")
+        if self.solver not in (*SOLVERS, "auto"):
+            raise ConfigError(
+                f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {self.solver!r}."
+            )
         for name in ("rtol", "atol"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
@@ -744,7 +748,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     rows = descent_time_sweep(cfg)
     sweep_checks, fits = check_sweep(rows, cfg)
     checks = checks + sweep_checks
-    outdir = OutputDir(Path(out) / NAME)
+    outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
         title = f"m = {cfg.m}, α = {cfg.alpha}, {cfg.target}, {cfg.data} data"
         plot_stages(traj, units, st, outdir.path("stages.png"), title)

@@ -1,0 +1,265 @@
+"""Nothing lost, nothing silently wrong: output folders, overwrites, divergence, the accuracy
+certificate, partial runs, interrupts and out-of-memory (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import flows
+from flows import _cli
+from flows.experiments import EXPERIMENTS
+from flows.experiments.base import MANIFEST, OutputDir
+from flows.models import TwoLayer
+
+NAMES = ("a.png", "trajectory.nc", "results.json")
+
+
+def _write_all(outdir: OutputDir, tag: str) -> list[Path]:
+    for n in NAMES:
+        outdir.path(n).write_text(f"{tag} {n}")
+    return outdir.commit()
+
+
+@pytest.fixture
+def small():
+    data = flows.paper_data("f1", n=50)
+    return flows.make_problem(TwoLayer(m=20, d=1, alpha=1.0), data, key=0)
+
+
+# ---------------------------------------------------------------------------------------
+# Output folders: only the toolkit's own files are ever replaced
+
+
+def test_output_dir_keeps_the_users_files(tmp_path):
+    final = tmp_path / "multistage"
+    final.mkdir()
+    (final / "notes.txt").write_text("keep")
+    files = _write_all(OutputDir(final, NAMES, "multistage"), "first")
+    assert (final / "notes.txt").read_text() == "keep"
+    assert sorted(f.name for f in files) == sorted(NAMES)
+    manifest = json.loads((final / MANIFEST).read_text())
+    assert manifest["complete"] and sorted(manifest["files"]) == sorted(NAMES)
+    # a rerun replaces what it wrote, and still nothing else
+    _write_all(OutputDir(final, NAMES, "multistage"), "second")
+    assert (final / "results.json").read_text() == "second results.json"
+    assert (final / "notes.txt").read_text() == "keep"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".multistage.")]
+
+
+def test_output_dir_refuses_a_users_file_with_one_of_its_names(tmp_path):
+    final = tmp_path / "multistage"
+    final.mkdir()
+    (final / "trajectory.nc").write_text("my own run")
+    with pytest.raises(flows.ConfigError, match="trajectory.nc"):
+        OutputDir.preflight(final, NAMES, "multistage")
+    with pytest.raises(flows.ConfigError, match="never overwrites"):
+        OutputDir(final, NAMES, "multistage")
+    assert (final / "trajectory.nc").read_text() == "my own run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["multistage"]
+
+
+def test_output_dir_reads_folders_written_before_manifests(tmp_path):
+    final = tmp_path / "multistage"
+    final.mkdir()
+    legacy = {"experiment": "multistage", "versions": {"flows-theory": "0.1.0"}}
+    (final / "results.json").write_text(json.dumps(legacy))
+    (final / "trajectory.nc").write_text("old run")
+    _write_all(OutputDir(final, NAMES, "multistage"), "new")
+    assert (final / "trajectory.nc").read_text() == "new trajectory.nc"
+    # a results.json of another experiment does not make the folder ours
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps({**legacy, "experiment": "bias-plateau"}))
+    with pytest.raises(flows.ConfigError):
+        OutputDir(other, NAMES, "multistage")
+
+
+def test_output_dir_abort_and_killed_runs_leave_nothing(tmp_path):
+    final = tmp_path / "exp"
+    od = OutputDir(final, NAMES, "exp")
+    od.path("a.png").write_text("half")
+    od.abort()
+    assert list(tmp_path.iterdir()) == []
+    # a temporary folder of a killed run (its pid is gone) is removed by the next run
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / ".exp.killed"
+    stale.mkdir()
+    (stale / ".flows-tmp-pid").write_text(str(dead.pid))
+    (tmp_path / ".exp.users").mkdir()  # not ours: no marker, kept
+    OutputDir(final, NAMES, "exp").abort()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.users"]
+    with pytest.raises(ValueError, match="declared"):
+        OutputDir(final, NAMES, "exp").path("undeclared.txt")
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_check_keeps_the_users_files_cli(name, tmp_path, monkeypatch, capsys):
+    """`flows check X --out D` with D/X/notes.txt: the note survives (the experiment's run
+    replaced by one that writes its declared files through OutputDir)."""
+    mod = EXPERIMENTS[name]
+
+    def fake_run(cfg, out, **kw):
+        od = OutputDir(Path(out) / name, mod.FILES, name)
+        for n in mod.FILES:
+            od.path(n).write_text("x")
+        files = od.commit()
+        return mod.Report(name, [], files, {}) if hasattr(mod, "Report") else _report(files)
+
+    monkeypatch.setattr(mod, "run", fake_run)
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "notes.txt").write_text("keep")
+    assert _cli.main(["check", name, "--quick", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / name / "notes.txt").read_text() == "keep"
+    assert all((tmp_path / name / n).exists() for n in mod.FILES)
+
+
+def _report(files):
+    from flows.experiments import Report
+
+    return Report("x", [], files, {})
+
+
+# ---------------------------------------------------------------------------------------
+# flows simulate: no silent overwrite; divergence and a failed certificate exit 3
+
+
+def _simulate(tmp_path, *extra):
+    argv = ["simulate", "multistage", "--m", "20", "--n", "50", "--t1", "1", "--n-save", "5"]
+    return _cli.main(argv + ["--out", str(tmp_path / "run"), *extra])
+
+
+def test_simulate_refuses_to_overwrite(tmp_path, capsys):
+    assert _simulate(tmp_path) == 0
+    path = tmp_path / "run" / "trajectory.nc"
+    before = path.read_bytes()
+    assert _simulate(tmp_path, "--alpha", "0.75") == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert path.read_bytes() == before
+    assert _simulate(tmp_path, "--alpha", "0.75", "--overwrite") == 0
+    assert path.read_bytes() != before
+
+
+def test_simulate_gd_divergence_exits_3_and_writes_nothing(tmp_path, capsys):
+    code = _simulate(tmp_path, "--method", "gd", "--lr", "5", "--t1", "50")
+    assert code == 3
+    assert "diverged" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_simulate_refuses_a_run_whose_certificate_fails(tmp_path, capsys):
+    # rtol = atol = 0.5 are accepted (< 1) but do not control the error: the loss rises
+    code = _simulate(tmp_path, "--rtol", "0.5", "--atol", "0.5", "--t1", "20")
+    assert code == 3
+    assert "certificate" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "trajectory.nc").exists()
+
+
+def test_gradient_descent_divergence_is_not_successful(small):
+    with pytest.raises(flows.SolverError, match="diverged"):
+        flows.gradient_descent(small, learning_rate=50.0, t1=500.0)
+    tr = flows.gradient_descent(small, learning_rate=50.0, t1=500.0, throw=False)
+    assert tr.stats["result"].startswith("diverged")
+    # a stable rate still succeeds, with a monotone loss
+    ok = flows.gradient_descent(small, learning_rate=0.05, t1=2.0)
+    assert ok.stats["result"] == "successful" and ok.stats["max_loss_rise"] == 0.0
+
+
+def test_certificate_flags_a_loose_solve(small):
+    good = flows.simulate(small, t1=20.0)
+    assert good.stats["certificate"]["ok"]
+    assert good.stats["certificate"]["max_residual"] <= good.stats["certificate"]["bound"]
+    bad = flows.simulate(small, t1=20.0, rtol=0.5, atol=0.5)
+    assert not bad.stats["certificate"]["ok"]
+    with pytest.raises(flows.ConfigError, match="atol"):
+        flows.simulate(small, t1=20.0, atol=1e300)
+
+
+# ---------------------------------------------------------------------------------------
+# throw=False: the run up to the time reached, nothing after it
+
+
+def test_partial_run_ends_at_the_time_reached(small):
+    tr = flows.simulate(small, t1=50.0, max_steps=20, throw=False, n_save=201)
+    t = tr.stats["t_reached"]
+    assert tr.stats["result"] == "max_steps reached" and 0 < t < 50.0
+    assert tr.times[-1] == t and np.all(np.diff(tr.times) > 0)
+    assert all(np.all(np.isfinite(v)) for v in tr.observables.values())
+    assert tr.param_times[-1] == t
+    assert all(np.all(np.isfinite(v)) for v in tr.params.values())
+    # θ at t_reached is the state the solver reached: continuing from it to 50 agrees with
+    # one uninterrupted solve (to the tolerance)
+    full = flows.simulate(small, t1=50.0, n_save=201)
+    assert abs(float(np.interp(t, full.times, full.loss)) - tr.loss[-1]) < 1e-3 * tr.loss[0]
+
+
+def test_simulate_accepts_numpy_and_jax_numbers_and_refuses_bad_dt0(small):
+    ref = flows.simulate(small, t1=1.0, max_steps=100)
+    for kw in (
+        {"t1": np.float32(1.0)},
+        {"t1": jnp.asarray(1.0)},
+        {"t1": 1.0, "max_steps": np.int64(100)},
+        {"t1": 1.0, "rtol": np.float64(1e-6)},
+    ):
+        tr = flows.simulate(small, **kw)
+        np.testing.assert_allclose(tr.loss, ref.loss, rtol=1e-12)
+    for kw, msg in (
+        ({"rtol": "1e-6"}, "rtol"),
+        ({"rtol": None}, "rtol"),
+        ({"dt0": -0.1}, "dt0"),
+        ({"dt0": 0}, "dt0"),
+        ({"dt0": float("nan")}, "dt0"),
+        ({"max_steps": 2.5}, "max_steps"),
+        ({"n_save": 2.0}, "n_save"),
+    ):
+        with pytest.raises(flows.ConfigError, match=msg):
+            flows.simulate(small, t1=1.0, **kw)
+
+
+# ---------------------------------------------------------------------------------------
+# Interrupts and memory
+
+
+def test_interrupt_and_out_of_memory_exit_codes(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    def exhausted(args):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+
+    monkeypatch.setattr(_cli, "_cmd_derive", interrupted)
+    assert _cli.main(["derive"]) == 130
+    monkeypatch.setattr(_cli, "_cmd_derive", exhausted)
+    assert _cli.main(["derive"]) == 2
+    assert "out of memory" in capsys.readouterr().err
+
+
+def test_simulate_refuses_a_width_that_cannot_fit(tmp_path, capsys):
+    assert _simulate(tmp_path, "--m", "100000000") == 2
+    assert "GiB" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
+    """SIGINT while XLA compiles: a message and exit 130 (it was a traceback and then a
+    segmentation fault)."""
+    cmd = [sys.executable, "-m", "flows", "simulate", "multistage", "--m", "3000"]
+    cmd += ["--t1", "2000", "--out", str(tmp_path / "run")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(6.0)  # past the imports, inside compilation or the solve
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-500:]
+    assert "interrupted" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "trajectory.nc").exists()
+    assert os.listdir(tmp_path) in ([], ["run"])
