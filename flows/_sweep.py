@@ -16,7 +16,8 @@ Layout of the output folder `OUT`:
   point — the curves `tau(save)`, `t(save)`, `loss(save)`, `K_hat(save)`, every scalar
   result as a 0-d variable, and `status` ('ok' | 'failed'), `error`, `note` as attributes.
   Written to a hidden temporary file in the same folder, fsynced, then renamed: a crash
-  never leaves a half-written point (temporary files are ignored on resume).
+  never leaves a half-written point (the next sweep into the folder deletes such
+  temporaries, and only those: `flows._io.remove_stale_temporaries`).
 - `OUT/sweep.nc`: the combined xarray Dataset on coordinates `m`, `alpha`, `seed` (and
   `save`, the save index, for curves). Each point's curves are on its own save times,
   `n_save` equally spaced on [0, τ₁] with τ₁ = T_d,leading(m, α) + margin, so `tau(m,
@@ -26,20 +27,36 @@ Layout of the output folder `OUT`:
   solver settings and library versions.
 - `OUT/descent_time.png`: T_d against α (per m) and against ln m (per α) with fitted
   slopes beside the theory (`plot_descent_sweep`).
+- `OUT/.lock`: held (`flock`) by the sweep writing the folder; a second sweep into it is
+  refused while the first runs. The operating system drops the lock when its process
+  ends, however it ends.
+
+Before anything is written, the settings are checked as every point would check them
+(one point's problem is built), so a sweep that could only fail leaves no folder behind.
 
 Resume: a grid point whose file exists, is readable and has status 'ok' is skipped;
-failed points are retried (the summary says how many).
+failed points are retried (the summary says how many). A point file is merged only if it
+is a plain HDF5 file (no external storage, virtual datasets or links: `flows._io.
+hdf5_hazard`) with exactly the variables, dimensions, dtypes and sizes of a point of this
+sweep's settings, and was written with those settings; any other is reported (file and
+reason, and in the summary), left out of `sweep.nc`, and recomputed if in the grid.
+
+Ctrl-C stops the sweep with `KeyboardInterrupt` (completed points are kept), reliably even
+when the signal lands in a callback that Python cannot raise from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
+import io
 import json
 import math
-import os
 import re
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -50,7 +67,16 @@ import numpy as np
 import xarray as xr
 
 from ._errors import ConfigError
-from ._trajectory import versions, write_atomic
+from ._io import (
+    LOCK_NAME,
+    FolderBusy,
+    hdf5_hazard,
+    lock_folder,
+    remove_stale_temporaries,
+    write_atomic,
+)
+from ._resources import check_memory, two_layer_bytes
+from ._trajectory import versions
 
 __all__ = [
     "SweepConfig",
@@ -262,6 +288,10 @@ def _no_duplicates(values: list, flag: str, name: str) -> tuple:
             )
         seen.add(v)
     return tuple(values)
+
+
+#: Smallest initial-weight scale m^-α a sweep accepts (atol must sit 100× below it).
+MIN_INIT_STD = 1e-150
 
 
 def parse_widths(value) -> tuple[int, ...]:
@@ -483,53 +513,17 @@ def run_points(config: dict, specs: Sequence[tuple[int, float, int]], pad_to: in
 # Storage
 
 
-def _fsync_file(path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_netcdf_atomic(ds: xr.Dataset, path: Path) -> Path:
     encoding = {
         v: {"zlib": True, "complevel": 4}
         for v in ds.data_vars
         if ds[v].dtype.kind in "fiu" and ds[v].ndim > 0
     }
-
-    def write(tmp):
-        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
-        _fsync_file(tmp)
-
-    write_atomic(path, write)
-    _fsync_dir(path.parent)
-    return path
+    return write_atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding))
 
 
 def _write_text_atomic(path: Path, text: str) -> Path:
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    write_atomic(path, write)
-    _fsync_dir(path.parent)
-    return path
+    return write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def _point_dataset(rec: dict, cfg: SweepConfig) -> xr.Dataset:
@@ -554,33 +548,108 @@ def _write_point(points_dir: Path, rec: dict, cfg: SweepConfig) -> Path:
     return _write_netcdf_atomic(_point_dataset(rec, cfg), points_dir / f"{rec['id']}.nc")
 
 
-def _read_point(path: Path, cfg: SweepConfig) -> dict | None:
-    """A point record from its file, or None when unreadable or not from this config."""
+class _Rejected(Exception):
+    """A point file that is not merged; the message says why."""
+
+
+def _point_max_bytes(cfg: SweepConfig) -> int:
+    # a point holds 4 curves and a coordinate of n_save numbers, ~20 scalars and a few
+    # strings: tens of kB at the defaults. Anything far larger is not read into memory.
+    return (1 << 20) + 64 * cfg.n_save
+
+
+def _point_schema(cfg: SweepConfig) -> dict[str, tuple[tuple[str, ...], str, tuple[int, ...]]]:
+    """The variables of a point file of this sweep: name → (dims, dtype kind, shape)."""
+    schema = {"save": (("save",), "i", (cfg.n_save,))}
+    schema.update({k: (("save",), "f", (cfg.n_save,)) for k in CURVES})
+    schema.update({k: ((), "f", ()) for k in SCALARS})
+    return schema
+
+
+def _check_point_layout(data: bytes, cfg: SweepConfig) -> None:
+    """Refuse (`_Rejected`) a point file that could make HDF5 read other files, or whose
+    variables, shapes or dtypes are not those of `_point_schema`: checked on the raw HDF5
+    before netCDF parses anything, so a crafted size is never allocated."""
+    import h5py
+
+    hazard = hdf5_hazard(io.BytesIO(data))
+    if hazard is not None:
+        raise _Rejected(hazard)
+    schema = _point_schema(cfg)
+    with h5py.File(io.BytesIO(data), "r") as f:
+        names = set(f)
+        if names != set(schema):
+            missing, extra = sorted(set(schema) - names), sorted(names - set(schema))
+            raise _Rejected(
+                "not the variables of a point file"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unexpected {extra}" if extra else "")
+            )
+        for name, (_, kind, shape) in schema.items():
+            obj = f[name]
+            if not isinstance(obj, h5py.Dataset):
+                raise _Rejected(f"{name!r} is a group, not a variable")
+            if obj.shape != shape or obj.dtype.kind != kind or obj.dtype.itemsize != 8:
+                raise _Rejected(
+                    f"variable {name!r} is {obj.dtype} of shape {obj.shape}; a point of this "
+                    f"sweep has {'float64' if kind == 'f' else 'int64'} of shape {shape}"
+                )
+
+
+def _read_point(path: Path, cfg: SweepConfig) -> tuple[dict | None, str | None]:
+    """A point record from its file: (record, None), or (None, why the file is rejected)
+    when it is unreadable, could read other files (`hdf5_hazard`), does not have the
+    layout of a point of this sweep (`_point_schema`), or was written with other
+    settings."""
     try:
-        ds = xr.load_dataset(path, engine="h5netcdf")
+        size = path.stat().st_size
+        if size > _point_max_bytes(cfg):
+            raise _Rejected(f"{size} bytes, far more than a point file of this sweep")
+        # read once: the bytes checked are the bytes parsed, whatever happens to the file
+        data = path.read_bytes()
+        _check_point_layout(data, cfg)
+        # raw values: no attribute of the file may change what is read (scales, units)
+        ds = xr.load_dataset(io.BytesIO(data), engine="h5netcdf", decode_cf=False)
+        schema = _point_schema(cfg)
+        for name, (dims, _, _) in schema.items():
+            if ds[name].dims != dims:
+                raise _Rejected(f"variable {name!r} has dimensions {ds[name].dims}, not {dims}")
         attrs = ds.attrs
-        saved = _upgrade_config(json.loads(attrs["config"]))
-        if attrs.get("id") != path.stem or saved != cfg.to_dict():
-            return None
-        rec = {
-            "id": attrs["id"],
-            "m": int(attrs["m"]),
-            "alpha": float(attrs["alpha"]),
-            "seed": int(attrs["seed"]),
-        }
-        for k in TEXTS:
-            rec[k] = str(attrs.get(k, ""))
+        try:
+            saved = _upgrade_config(json.loads(attrs["config"]))
+            m, alpha, seed = int(attrs["m"]), float(attrs["alpha"]), int(attrs["seed"])
+            texts = {k: attrs.get(k, "") for k in TEXTS}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _Rejected(f"its attributes are malformed ({_error_text(exc)})") from None
+        if not isinstance(saved, dict) or not all(isinstance(v, str) for v in texts.values()):
+            raise _Rejected("its attributes are malformed")
+        try:  # coordinates a grid could hold: the combined file is indexed by them
+            parse_widths([m]), parse_alphas([alpha]), parse_seeds([seed])
+        except ConfigError as exc:
+            raise _Rejected(f"not a grid point ({exc})") from None
+        mine = cfg.to_dict()
+        diff = [k for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
+        if diff:
+            was = ", ".join(f"{k}={saved.get(k)!r}" for k in diff)
+            now = ", ".join(f"{k}={mine.get(k)!r}" for k in diff)
+            raise _Rejected(f"written with other settings ({was}; this sweep: {now})")
+        if attrs.get("id") != path.stem or point_id(m, alpha, seed) != path.stem:
+            raise _Rejected(
+                f"it holds point {attrs.get('id')!r} (m={m}, α={alpha!r}, seed={seed}), "
+                "not the point its name says"
+            )
+        if texts["status"] not in ("ok", "failed"):
+            raise _Rejected(f"status {texts['status']!r} is neither 'ok' nor 'failed'")
+        rec = {"id": path.stem, "m": m, "alpha": alpha, "seed": seed, **texts}
         for k in SCALARS:
             rec[k] = float(ds[k].values)
         for k in CURVES:
             rec[k] = np.asarray(ds[k].values, dtype=np.float64)
-            if rec[k].shape != (cfg.n_save,):
-                return None
-        if rec["status"] not in ("ok", "failed"):
-            return None
-        return rec
-    except Exception:  # noqa: BLE001 - an unreadable point is recomputed
-        return None
+        return rec, None
+    except _Rejected as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - an unreadable point is reported and recomputed
+        return None, f"unreadable ({_error_text(exc)})"
 
 
 def combined_dataset(records: Iterable[dict], cfg: SweepConfig) -> xr.Dataset:
@@ -668,8 +737,12 @@ def _check_out(out: Path, cfg: SweepConfig) -> bool:
         raise ConfigError(f"--out {out} exists and is not a folder.")
     manifest = out / "manifest.json"
     if not manifest.exists():
-        # hidden temporary files of an interrupted first write do not make it a foreign folder
-        if any(not (p.name.startswith(".") and p.name.endswith(".tmp")) for p in out.iterdir()):
+        # our lock, and hidden temporary files of an interrupted first write, do not make it
+        # a foreign folder
+        if any(
+            p.name != LOCK_NAME and not (p.name.startswith(".") and p.name.endswith(".tmp"))
+            for p in out.iterdir()
+        ):
             raise ConfigError(
                 f"--out {out} exists, is not empty and holds no sweep (no manifest.json). "
                 "Choose a new or empty folder."
@@ -725,14 +798,30 @@ def _connect(scheduler: str, timeout: float):
             f"--scheduler needs Dask's distributed scheduler ({exc}): install the dask "
             "extra: pip install 'flows-theory[dask]'."
         ) from None
+    # Built in two steps so that a client whose connection failed can be closed here: left
+    # to the garbage collector, its `__del__` waits 2×timeout on its dead event loop at exit
+    # and prints a TimeoutError traceback after our message (seen with a bad address
+    # scheme, or a peer that is not a scheduler).
+    client = Client.__new__(Client)
     try:
-        return Client(scheduler, timeout=timeout, set_as_default=False)
-    except Exception as exc:  # noqa: BLE001 - any failure to connect is bad input here
+        client.__init__(scheduler, timeout=timeout, set_as_default=False)
+    except BaseException as exc:
+        _close_quietly(client, timeout)
+        if not isinstance(exc, Exception):
+            raise  # Ctrl-C while connecting stays an interrupt
         raise ConfigError(
             f"cannot reach the Dask scheduler at {scheduler!r} within {timeout:g}s "
             f"({_error_text(exc)}). Check the address (e.g. tcp://host:8786) and that the "
             "scheduler is running; nothing was written."
         ) from None
+    return client
+
+
+def _close_quietly(client, timeout: float) -> None:
+    try:
+        client.close(timeout=timeout)
+    except Exception:  # noqa: BLE001 - the connection error is what the user needs
+        pass
 
 
 @dataclasses.dataclass
@@ -751,6 +840,8 @@ class SweepResult:
     figure: Path | None
     summary: str
     backend: str
+    #: Point files found unreadable, unsafe or not from this sweep: [{"file", "reason"}].
+    rejected: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -758,7 +849,16 @@ class SweepResult:
         return not self.failed
 
     def dataset(self) -> xr.Dataset:
-        return xr.load_dataset(self.path, engine="h5netcdf")
+        return _load_checked(self.path)
+
+
+def _load_checked(path: Path) -> xr.Dataset:
+    """A combined results file, refused (`ConfigError`) if it could read other files."""
+    data = path.read_bytes()  # the bytes checked are the bytes parsed
+    hazard = hdf5_hazard(io.BytesIO(data))
+    if hazard is not None:
+        raise ConfigError(f"refusing to read {path}: {hazard}.")
+    return xr.load_dataset(io.BytesIO(data), engine="h5netcdf")
 
 
 def _fmt(x: float, digits: int = 4) -> str:
@@ -839,6 +939,21 @@ def sweep(
         )
     if not (_is_int(batch_size) and batch_size >= 1):
         raise ConfigError(f"`batch_size` must be an integer ≥ 1; got {batch_size!r}.")
+    for mm, aa, _ in grid:
+        if not float(mm) ** (-float(aa)) >= MIN_INIT_STD:
+            raise ConfigError(
+                f"--alpha/--m: at m = {mm}, α = {aa} the initial weights have std m^-α = "
+                f"{float(mm) ** (-float(aa)):.3g}, below {MIN_INIT_STD:g}: float64 cannot "
+                "resolve their growth. Use a smaller α (the theorems need α > 1/2; the paper "
+                "uses α ≤ 2) or a smaller m."
+            )
+    if cfg.vector_field == "autodiff":  # the fused field works in sample blocks
+        batch = min(batch_size, len(grid))
+        check_memory(
+            two_layer_bytes(cfg.n, widest, batch=batch, itemsize=jnp.dtype(cfg.dtype).itemsize),
+            f"--m {widest} with --n {cfg.n} (batches of {batch})",
+            "Reduce --m, --n or --batch-size.",
+        )
     # atol must sit well below the initial weights (std m^{-α}); otherwise the early,
     # exponentially growing phase runs without error control and T_d shifts (measured:
     # +0.5 in τ at α = 2, m = 2·10⁴ with atol 1e-8).
@@ -853,14 +968,89 @@ def sweep(
         )
     if not (isinstance(connect_timeout, (int, float)) and connect_timeout > 0):
         raise ConfigError(f"`connect_timeout` must be > 0 seconds; got {connect_timeout!r}.")
+    _check_points_buildable(cfg, grid)
     out = Path(out)
-    existing = _check_out(out, cfg)
+    _check_out(out, cfg)  # refuse early, before connecting; checked again under the lock
     client = _connect(scheduler, connect_timeout) if scheduler else None
     try:
-        return _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress)
+        with _Interrupts() as interrupts, _locked(out):
+            existing = _check_out(out, cfg)
+            return _run(
+                out, cfg, grid, existing, batch_size, client, scheduler, plot, progress, interrupts
+            )
     finally:
         if client is not None:
             client.close()
+
+
+def _check_points_buildable(cfg: SweepConfig, grid) -> None:
+    """`ConfigError` now, before the folder is touched, for settings that every point would
+    fail on: the narrowest point's problem is built (data, model, dtype) and its solver
+    settings go through the check `simulate` makes (e.g. an rtol that float32 cannot
+    meet). A manifest written for such a sweep would lock the folder against the corrected
+    command."""
+    from ._simulate import _resolve_solver
+
+    m, alpha, seed = min(grid, key=lambda p: p[0])
+    problem = _make_point_problem(cfg, m, alpha, seed)
+    _resolve_solver(cfg.solver, cfg.rtol, problem.n_params, problem.dtype)
+
+
+@contextlib.contextmanager
+def _locked(out: Path):
+    """The sweep's exclusive hold on `out` (see `lock_folder`), refused with a
+    `ConfigError` while another sweep holds it."""
+    hold = contextlib.ExitStack()
+    try:  # only taking the lock is translated: errors of the sweep itself pass unchanged
+        hold.enter_context(lock_folder(out))
+    except FolderBusy as exc:
+        who = f" (process {exc.holder})" if exc.holder is not None else ""
+        raise ConfigError(
+            f"another sweep is running on {out}{who}: two sweeps writing one folder would mix "
+            "their results. Wait for it to finish (then rerun this command to add this grid), "
+            "or use another --out."
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"--out {out}: cannot create the folder or its lock file ({exc}). Choose a folder "
+            "you can write to."
+        ) from None
+    with hold:
+        yield
+
+
+class _Interrupts:
+    """Ctrl-C for the duration of a sweep. SIGINT raises `KeyboardInterrupt` at once, as
+    Python's own handler does, and is also remembered: where Python cannot propagate the
+    exception (a `__del__`, a garbage-collector callback such as JAX's) it is printed and
+    dropped, and the sweep would run on. `check()`, called between points and batches,
+    raises it again. The previous handler is restored on exit; a handler someone else
+    installed (or SIGINT ignored) is left alone, as is any thread but the main one."""
+
+    def __init__(self):
+        self.pending = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.pending:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupts:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
 
 def _say(progress: bool, text: str) -> None:
@@ -868,9 +1058,27 @@ def _say(progress: bool, text: str) -> None:
         print(text, flush=True)
 
 
-def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress):
+def _is_point_name(name: str) -> bool:
+    return _POINT_NAME.match(name) is not None
+
+
+_POINT_NAME = re.compile(r"^m\d+_alpha[^/]+_seed\d+\.nc$")
+#: The files a sweep writes at the top of its folder.
+_TOP_FILES = frozenset({"manifest.json", "sweep.nc", "descent_time.png"})
+
+
+def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress, interrupts):
     start = time.perf_counter()
     points_dir = out / "points"
+    # we hold the lock, so no write is in progress: a temporary of ours is a killed write's
+    stale = remove_stale_temporaries(out, _TOP_FILES.__contains__)
+    stale += remove_stale_temporaries(points_dir, _is_point_name)
+    if stale:
+        _say(
+            progress,
+            f"[sweep] removed {len(stale)} temporary file{'s' if len(stale) != 1 else ''} left "
+            "by an interrupted write: " + ", ".join(str(q.relative_to(out)) for q in stale),
+        )
     if not existing:  # the manifest first: a folder with points always has one
         manifest = {
             "experiment": cfg.experiment,
@@ -882,12 +1090,18 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
         _write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=2))
     points_dir.mkdir(parents=True, exist_ok=True)
     records: dict[str, dict] = {}
+    rejected: list[dict] = []
+    grid_ids = {point_id(*p) for p in grid}
     for path in sorted(points_dir.glob("*.nc")):
         if path.name.startswith("."):
             continue  # a temporary file of an interrupted write
-        rec = _read_point(path, cfg)
+        rec, reason = _read_point(path, cfg)
         if rec is not None:
             records[rec["id"]] = rec
+            continue
+        action = "recomputing it" if path.stem in grid_ids else "left out (not in this grid)"
+        rejected.append({"file": str(path.relative_to(out)), "reason": reason})
+        _say(progress, f"[sweep] rejected {path.relative_to(out)}: {reason}; {action}")
     ids = [point_id(*p) for p in grid]
     done = [i for i in ids if records.get(i, {}).get("status") == "ok"]
     retried = [i for i in ids if records.get(i, {}).get("status") == "failed"]
@@ -898,10 +1112,12 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
     if client is not None:
         n_workers = len(client.nthreads())
         backend = f"Dask scheduler {scheduler}, {n_workers} worker{'s' if n_workers != 1 else ''}"
+    n_bad = len(rejected)
     _say(
         progress,
         f"[sweep] {cfg.experiment}: {len(grid)} grid points, {len(done)} done (skipped), "
         + (f"{len(retried)} failed before (retried), " if retried else "")
+        + (f"{n_bad} point file{'s' if n_bad != 1 else ''} rejected, " if n_bad else "")
         + f"{len(pending)} to run in {len(batches)} "
         f"batch{'es' if len(batches) != 1 else ''} ({backend}); {cfg.solver}, "
         f"rtol={cfg.rtol:g}, atol={cfg.atol:g}, {cfg.target}, {cfg.data} data, n={cfg.n}",
@@ -924,12 +1140,14 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
                 f"[{counter[0]}/{len(grid)}] m={rec['m']} α={rec['alpha']:g} "
                 f"seed={rec['seed']} {tail}",
             )
+            interrupts.check()
         _write_netcdf_atomic(combined_dataset(records.values(), cfg), out / "sweep.nc")
 
     cfg_dict = cfg.to_dict()
     pads = _pads(batches)
     if client is None:
         for batch, pad in zip(batches, pads, strict=True):
+            interrupts.check()
             handle(run_points(cfg_dict, batch, pad_to=pad))
     elif batches:
         from distributed import as_completed
@@ -946,6 +1164,7 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
             )
             futures[fut] = batch
         for fut in as_completed(list(futures), loop=client.loop):
+            interrupts.check()
             batch = futures[fut]
             try:
                 recs = fut.result()
@@ -956,6 +1175,7 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
                     rec["error"] = f"batch failed on the cluster: {_error_text(exc)}"
                     recs.append(rec)
             handle(recs)
+    interrupts.check()
     ds = combined_dataset(records.values(), cfg)
     _write_netcdf_atomic(ds, out / "sweep.nc")
 
@@ -976,6 +1196,7 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
         len(pending),
         slopes,
         time.perf_counter() - start,
+        rejected,
     )
     _say(progress, summary)
     files = [out / "sweep.nc"] + ([figure] if figure else [])
@@ -993,6 +1214,7 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
         figure=figure,
         summary=summary,
         backend=backend,
+        rejected=rejected,
     )
 
 
@@ -1010,7 +1232,9 @@ def _brief(rec: dict) -> dict:
     }
 
 
-def _summary(grid, recs, failed, not_reached, n_done, n_retried, n_run, slopes, wall) -> str:
+def _summary(
+    grid, recs, failed, not_reached, n_done, n_retried, n_run, slopes, wall, rejected
+) -> str:
     lines = [
         f"\n== sweep summary: {len(grid)} points; {n_done} skipped (done before), "
         f"{n_run} run ({n_retried} of them retried after failing before); {len(failed)} failed; "
@@ -1030,6 +1254,11 @@ def _summary(grid, recs, failed, not_reached, n_done, n_retried, n_run, slopes, 
             f"{m_:>8} {a_:>6g} {_fmt(t_p):>8} {_fmt(mean):>9} {_fmt(sd, 2):>7} "
             f"{fin.size:>6}/{len(rs)}"
         )
+    if rejected:
+        lines.append(
+            f"REJECTED point files ({len(rejected)}; not merged, recomputed if in this grid):"
+        )
+        lines += [f"  {r['file']}: {r['reason']}" for r in rejected]
     if failed:
         lines.append(f"FAILED ({len(failed)}):")
         lines += [f"  m={r['m']} α={r['alpha']:g} seed={r['seed']}: {r['error']}" for r in failed]
@@ -1082,7 +1311,7 @@ def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
     """
     from .experiments.base import new_figure
 
-    ds = xr.load_dataset(sweep_nc_path, engine="h5netcdf")
+    ds = _load_checked(Path(sweep_nc_path))
     ok = ds["status"] == "ok"
     td = ds["T_d"].where(ok)
     mean = td.mean("seed", skipna=True).values  # (m, alpha)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+
+# the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
+from ._io import write_atomic as write_atomic
 
 __all__ = ["Trajectory", "versions", "write_atomic"]
 
@@ -112,20 +114,3 @@ class Trajectory:
         return write_atomic(
             path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
         )
-
-
-def write_atomic(path: str | os.PathLike, write) -> Path:
-    """Call `write(tmp_path)` then rename onto `path` (same folder, so the rename is atomic)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.unlink(tmp)  # keep the unique name; writers create the file themselves
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
