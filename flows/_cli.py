@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ._errors import ConfigError, SolverError
+from ._resources import check_memory, two_layer_bytes
 from ._validate import as_float, as_int, as_seed, as_tolerance
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -326,21 +327,6 @@ def _simulate_args(args) -> argparse.Namespace:
     return argparse.Namespace(**{**_SIM_DEFAULTS, **vars(args)})
 
 
-def _check_memory(n: int, m: int, d: int) -> None:
-    """Refuse a two-layer run whose (n × m) activations cannot fit in this machine's memory
-    (XLA would fail mid-compile with RESOURCE_EXHAUSTED)."""
-    need = 8 * n * m * (d + 8)  # float64 pre-activations, activations and their gradients
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return
-    if need > 0.8 * total:
-        raise ConfigError(
-            f"--m {m} with --n {n} needs about {need / 2**30:.3g} GiB for the network's "
-            f"activations; this machine has {total / 2**30:.3g} GiB. Reduce --m or --n."
-        )
-
-
 def _simulate_other(args):
     from ._separable_data import symmetric_gaussians
     from ._teacher_observables import teacher_observables
@@ -356,7 +342,7 @@ def _simulate_other(args):
     return linear_teacher.run_flow(cfg, data, init, obs), cfg.rtol
 
 
-def _save_trajectory(traj, out: Path, rtol: float | None) -> Path:
+def _save_trajectory(traj, out: Path, rtol: float | None, overwrite: bool) -> Path:
     """Write OUT/trajectory.nc, unless the flow's accuracy certificate failed (exit 3)."""
     if rtol is not None:
         from ._simulate import certificate, describe_certificate
@@ -369,7 +355,26 @@ def _save_trajectory(traj, out: Path, rtol: float | None) -> Path:
                 t_reached=float(traj.times[-1]),
                 reason="certificate",
             )
-    return traj.save(out)
+    from ._io import FolderBusy, lock_folder, remove_stale_temporaries
+
+    try:
+        with lock_folder(out.parent):  # one writer; temporaries of killed writes are removed
+            remove_stale_temporaries(out.parent, {out.name}.__contains__)
+            if out.exists() and not overwrite:  # appeared while we computed
+                raise _exists_error(out)
+            return traj.save(out)
+    except FolderBusy as exc:
+        raise ConfigError(
+            f"another flows process is writing into {str(out.parent)!r} ({exc}); wait for it "
+            "or choose another --out."
+        ) from None
+
+
+def _exists_error(out: Path) -> ConfigError:
+    return ConfigError(
+        f"{str(out)!r} exists; flows does not overwrite it. Choose another --out, or pass "
+        "--overwrite to replace it."
+    )
 
 
 def _cmd_simulate(args) -> int:
@@ -378,13 +383,10 @@ def _cmd_simulate(args) -> int:
     args = _simulate_args(args)
     out = check_output_path(args.out) / "trajectory.nc"
     if out.exists() and not args.overwrite:
-        raise ConfigError(
-            f"{str(out)!r} exists; flows does not overwrite it. Choose another --out, or "
-            "pass --overwrite to replace it."
-        )
+        raise _exists_error(out)
     if args.experiment != "multistage":
         traj, rtol = _simulate_other(args)
-        path = _save_trajectory(traj, out, rtol)
+        path = _save_trajectory(traj, out, rtol, args.overwrite)
         print(
             f"{traj.config.get('method', 'gradient flow')}: loss {traj.loss[0]:.6g} → "
             f"{traj.loss[-1]:.6g} at t = {traj.times[-1]:g}; {traj.stats['vf_evals']} gradient "
@@ -408,7 +410,11 @@ def _cmd_simulate(args) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
-    _check_memory(cfg.n, cfg.m, 1)
+    check_memory(
+        two_layer_bytes(cfg.n, cfg.m),
+        f"--m {cfg.m} with --n {cfg.n}",
+        "Reduce --m or --n.",
+    )
     data = ex.make_data(cfg)
     problem = make_problem(TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha), data, key=cfg.seed)
     if args.method == "flow":
@@ -438,7 +444,8 @@ def _cmd_simulate(args) -> int:
             observables=multistage_observables,
         )
     traj.config["experiment"] = {"name": "multistage", **vars(args)}
-    path = _save_trajectory(traj, out, cfg.rtol if args.method == "flow" else None)
+    rtol = cfg.rtol if args.method == "flow" else None
+    path = _save_trajectory(traj, out, rtol, args.overwrite)
     st = traj.stats
     print(
         f"{traj.config['method']}: loss {traj.loss[0]:.6g} → {traj.loss[-1]:.6g} at t = "

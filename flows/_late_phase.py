@@ -28,8 +28,18 @@ import optimistix as optx
 
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
-from ._simulate import SOLVERS, Observables, _Counter, _make_solver, _tree_sq_norm, simulate
+from ._simulate import (
+    SOLVERS,
+    Observables,
+    _check_common,
+    _Counter,
+    _make_solver,
+    _tree_sq_norm,
+    check_initial_state,
+    simulate,
+)
 from ._trajectory import Trajectory
+from ._validate import as_int
 
 __all__ = ["LATE_CLOCKS", "late_phase_flow", "late_save_times"]
 
@@ -171,11 +181,9 @@ def late_phase_flow(
     """
     if clock not in LATE_CLOCKS:
         raise ConfigError(f"`clock` must be one of {LATE_CLOCKS}; got {clock!r}.")
-    for name, val in (("t0", t0), ("t1", t1)):
-        if not (isinstance(val, (int, float)) and math.isfinite(val)):
-            raise ConfigError(f"`{name}` must be a finite number; got {val!r}.")
-    if not t1 > t0:
-        raise ConfigError(f"`t1` must be > t0 = {t0}; got t1 = {t1}.")
+    t0, t1, rtol, atol = _check_common(t0, t1, rtol, atol, save_params)
+    max_steps = as_int("max_steps", max_steps, minimum=1)
+    check_initial_state(problem)
     if ts is None:
         ts = late_save_times(t1, n_save, t0)
     if clock != "loss":
@@ -272,7 +280,8 @@ def late_phase_flow(
                     reason = f"step size collapsed ({rej} rejected vs {acc} accepted steps)"
                 elif n >= max_steps:
                     reason = f"max_steps = {max_steps} reached within one segment"
-                failure = (str(reason), t_new)
+                stalled = _stalled(problem, y_new[0], target - t_new, rtol)
+                failure = (stalled or str(reason), t_new)
                 break
             if abs(t_new - target) > 1e-8 * max(1.0, abs(target)):
                 failure = (
@@ -347,7 +356,26 @@ def late_phase_flow(
     )
 
 
+def _stalled(problem: Problem, theta, remaining: float, rtol: float) -> str | None:
+    """A reason when the loss has stopped decaying towards 0: over the time still to go, the
+    flow would lower L by less than rtol·L (non-separable data, labels that are not ±1).
+    The loss clock dt/ds = 1/L then needs ever longer s-steps for no progress."""
+    loss, g = problem.loss_and_grad(theta)
+    loss, g2 = float(loss), float(_tree_sq_norm(g))
+    if math.isfinite(loss) and loss > 0 and g2 * max(remaining, 1.0) < rtol * loss:
+        return (
+            f"the loss stopped decaying towards 0 (L = {loss:.4g}, ‖∇L‖² = {g2:.3g}): the "
+            "flow converged to a positive minimum"
+        )
+    return None
+
+
 def _advice(reason: str) -> str:
+    if reason.startswith("the loss stopped decaying"):
+        return (
+            "The loss clock is for losses that decay to 0 (logistic loss on linearly "
+            "separable data with labels ±1). Check the data and labels, or use clock='log'."
+        )
     if "overflow" in reason or "non-finite" in reason:
         return (
             "The loss underflowed (margins beyond ~700): use clock='log', stop earlier "
@@ -357,5 +385,12 @@ def _advice(reason: str) -> str:
         return (
             "The flow is stiff here, typically a neuron sliding along a leaky-ReLU kink "
             "(w·x_i = 0 for some point): loosen `rtol`, or use `flows.gradient_descent`."
+        )
+    if reason.startswith("max_steps"):
+        return (
+            "Two usual causes: the loss is not decaying to 0 (data not separable by the model, "
+            "labels not ±1; the loss clock is for losses that do; use clock='log'), or "
+            "neurons crossing activation kinks (ReLU-family nets), where steps are rejected; "
+            "then increase `max_steps`, shorten `t1` or loosen `rtol`."
         )
     return "Increase `max_steps`, shorten `t1` or loosen `rtol`."

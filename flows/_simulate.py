@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 
@@ -138,6 +139,20 @@ def _check_dt0(dt0) -> float | None:
     if dt0 is None:
         return None
     return as_float("dt0", dt0, positive=True, hint="Or pass dt0=None to let the solver choose.")
+
+
+def check_initial_state(problem: Problem) -> None:
+    """Refuse a θ(0) at which the loss or ‖∇L‖² is NaN/Inf (an initialization so large that
+    the network overflows): no solver can start there, and each would spend its whole step
+    budget finding that out."""
+    loss, g = problem.loss_and_grad(problem.theta0)
+    loss, g2 = float(loss), float(_tree_sq_norm(g))
+    if not (math.isfinite(loss) and math.isfinite(g2)):
+        raise ConfigError(
+            f"the loss or its gradient is not finite at θ(0) (L = {loss:.4g}, ‖∇L‖² = "
+            f"{g2:.4g}): the initialization overflows the network. Use a smaller init scale "
+            "(or check the data for huge values)."
+        )
 
 
 #: Accuracy certificate of a flow run: along an exact flow L(0) − L(t) = ∫‖∇L‖² and L is
@@ -345,6 +360,7 @@ def simulate(
     t0, t1, rtol, atol = _check_common(t0, t1, rtol, atol, save_params)
     max_steps = as_int("max_steps", max_steps, minimum=1)
     dt0 = _check_dt0(dt0)
+    check_initial_state(problem)
     requested = solver
     solver = _resolve_solver(solver, rtol, problem.n_params, problem.dtype)
     if count_evals not in (True, False, "auto"):
@@ -541,11 +557,24 @@ def _describe_stop(stop) -> str:
     return getattr(stop, "__name__", repr(stop))
 
 
+#: A failed solve whose ‖θ‖ grew beyond this factor × max(‖θ(0)‖, 1) is reported as a
+#: finite-time blow-up of the flow (not as stiffness: no solver can pass a blow-up time).
+BLOWUP_FACTOR = 1e6
+
+
 def _failure_reason(problem: Problem, sol, theta_end, counter: _Counter) -> str:
     finite = all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(theta_end))
     if finite:
         g = problem.grad(theta_end)
         finite = all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree_util.tree_leaves(g))
+    if finite:
+        n_end = float(jnp.sqrt(_tree_sq_norm(theta_end)))
+        n_0 = float(jnp.sqrt(_tree_sq_norm(problem.theta0)))
+        if n_end > BLOWUP_FACTOR * max(n_0, 1.0):
+            return (
+                f"blow-up: ‖θ‖ grew from {n_0:.3g} to {n_end:.3g} (the flow leaves every "
+                "bounded set in finite time)"
+            )
     if not finite:
         return "non-finite (NaN/Inf) state or gradient"
     if counter.nonfinite:
@@ -572,6 +601,11 @@ def _failure_reason(problem: Problem, sol, theta_end, counter: _Counter) -> str:
 
 
 def _advice(reason: str, solver: str) -> str:
+    if reason.startswith("blow-up"):
+        return (
+            "This is the ODE, not the solver: its solution escapes to infinity near the time "
+            "reached. Shorten `t1` below it, or check that the loss is bounded below."
+        )
     if reason.startswith("non-finite"):
         return (
             "Check the data and initialization for overflow; a smaller init scale or a "
@@ -635,6 +669,7 @@ def gradient_descent(
         "learning_rate", learning_rate, positive=True, hint="Try e.g. learning_rate=1e-3."
     )
     n_save = as_int("n_save", n_save, minimum=2)
+    check_initial_state(problem)
     n_steps = int(round(t1 / learning_rate))
     if n_steps < 1:
         raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")

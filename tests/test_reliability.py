@@ -263,3 +263,55 @@ def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     assert "interrupted" in err and "Traceback" not in err
     assert not (tmp_path / "run" / "trajectory.nc").exists()
     assert os.listdir(tmp_path) in ([], ["run"])
+
+
+# ---------------------------------------------------------------------------------------
+# Failures named for what they are
+
+
+def test_finite_time_blow_up_is_not_called_stiffness():
+    """dθ/dt = −∇L for a loss unbounded below (−mean f⁴) escapes to infinity in finite
+    time: the message says so instead of advising a stiff solver."""
+    data = flows.paper_data("f1", n=50)
+
+    def explode(pred, y):
+        return -jnp.mean(pred**4)
+
+    p = flows.make_problem(TwoLayer(m=3, d=1, alpha=0.6), data, key=0, loss_fn=explode)
+    with pytest.raises(flows.SolverError, match="blow-up") as info:
+        flows.simulate(p, t1=1e6)
+    assert "kvaerno5" not in str(info.value) and info.value.t_reached < 1.0
+
+
+def test_an_overflowing_initialization_is_refused_up_front(small):
+    theta0 = {k: np.full_like(np.asarray(v), 1e200) for k, v in small.theta0.items()}
+    huge = flows.make_problem(small.model, flows.paper_data("f1", n=50), theta0=theta0)
+    with pytest.raises(flows.ConfigError, match="not finite at θ"):
+        flows.simulate(huge, t1=1.0)
+    with pytest.raises(flows.ConfigError, match="not finite at θ"):
+        flows.gradient_descent(huge, learning_rate=1e-3, t1=1.0)
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["simulate", "bias-plateau", "--delta", "1e6"], "delta"),
+        (["simulate", "linear-teacher", "--init", "1e200"], "init"),
+    ],
+)
+def test_experiment_scales_out_of_range_are_refused_by_name(argv, flag, tmp_path, capsys):
+    assert _cli.main(argv + ["--out", str(tmp_path / "run")]) == 2
+    assert flag in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_simulate_removes_temporaries_of_a_killed_write(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    stale = run / ".trajectory.nc.k1ll3d_x.tmp"  # how write_atomic names its temporary
+    stale.write_bytes(b"half a netCDF file")
+    mine = run / ".notes.txt.k1ll3d_x.tmp"  # not a temporary of a file flows writes here
+    mine.write_text("keep")
+    assert _simulate(tmp_path) == 0
+    assert not stale.exists() and mine.exists()
+    assert (run / "trajectory.nc").exists()

@@ -188,6 +188,12 @@ class Config:
             "plateau_tol",
         ):
             positive(name, getattr(self, name))
+        if not self.delta < 1:
+            raise ConfigError(
+                f"`delta` (δ, the init scale) must be < 1: §4's Proposition 1 is about small "
+                f"initialization, and the tensor-power ODE's blow-up times shrink like "
+                f"δ^−(r−2); got δ = {self.delta!r}. Try δ = 0.1 (default) or smaller."
+            )
         if not (isinstance(self.sigma, (int, float)) and self.sigma >= 0):
             raise ConfigError(f"`sigma` must be ≥ 0; got {self.sigma!r}.")
         if not (isinstance(self.deep_sigma, (int, float)) and self.deep_sigma >= 0):
@@ -342,6 +348,11 @@ def run_homogeneous(
         t1 = cfg.t_factor * (tc if math.isfinite(tc) else t_probe[-1] / cfg.t_factor)
     else:
         t1 = 50.0 / cfg.delta ** max(cfg.r - 2, 0)
+    if not (math.isfinite(t1) and t1 > 0):
+        raise ConfigError(
+            f"no time horizon: the reduced tensor-power ODE from W_ii(0) = {w0} (δ = "
+            f"{cfg.delta}, r = {cfg.r}) gives t1 = {t1}; choose a smaller `delta`."
+        )
     traj = simulate(
         problem,
         t1=float(t1),
