@@ -19,6 +19,7 @@ import numpy as np
 from ._data import Dataset
 from ._errors import ConfigError
 from ._losses import cross_entropy
+from ._validate import as_choice, as_float, as_int, as_real_array, as_seed
 
 __all__ = [
     "orthogonal_data",
@@ -33,39 +34,45 @@ __all__ = [
 ]
 
 
-def _int(name: str, value, minimum: int, why: str = "") -> int:
-    if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
-        raise ConfigError(f"`{name}` must be an integer{why}; got {value!r}.")
-    if value < minimum:
-        raise ConfigError(f"`{name}` must be ≥ {minimum}{why}; got {value!r}.")
-    return int(value)
+_K_HINT = "`k` is the number of classes."
+_N_HINT = "`n_per_class` is the number of samples per class."
 
 
 def check_labels(y, k: int) -> np.ndarray:
     """Labels as an int64 array after checking they are integers in [0, k).
 
-    Raises `ConfigError` naming the first offending label.
+    Integral floats (1.0) are accepted, and bools as 0/1; fractional, negative, ≥ k,
+    non-finite, complex or non-numeric labels raise `ConfigError` naming the first
+    offending label. Called by the classification data constructors and by
+    `make_problem` for every cross-entropy loss (which would otherwise turn a label ≥ k
+    into a NaN loss, wrap −1 to class k − 1 and truncate 0.5 to 0).
     """
-    k = _int("k", k, 2, " (the number of classes)")
-    y = np.asarray(y)
+    k = as_int("k", k, minimum=2, hint=_K_HINT)
+    y = as_real_array("y", y, dtype=None, finite=False, hint="Class labels are 0, 1, …, k − 1.")
+    if y.ndim == 2 and y.shape[1] == k and y.shape[0] > 0:
+        raise ConfigError(
+            f"labels `y` must have shape (n,) (class indices in [0, {k})); got shape {y.shape}, "
+            "which looks one-hot: pass y.argmax(axis=1)."
+        )
     if y.ndim != 1:
         raise ConfigError(f"labels `y` must have shape (n,); got shape {y.shape}.")
     if y.size == 0:
         raise ConfigError("labels `y` are empty: need at least one sample.")
     if not np.issubdtype(y.dtype, np.integer):
-        yf = np.asarray(y, dtype=np.float64)
-        bad = ~np.isfinite(yf) | (yf != np.round(yf))
+        bad = ~np.isfinite(y) | (y != np.round(y))
         if bad.any():
             i = int(np.argmax(bad))
             raise ConfigError(
-                f"labels must be integers in [0, {k}); y[{i}] = {y[i]!r} is not an integer."
+                f"labels must be integers in [0, {k}); y[{i}] = {float(y[i])!r} is not an "
+                "integer. Class labels are 0, 1, …, k − 1."
             )
-        y = yf.astype(np.int64)
+        y = y.astype(np.int64)
     bad = (y < 0) | (y >= k)
     if bad.any():
         i = int(np.argmax(bad))
         raise ConfigError(
-            f"labels must be integers in [0, k) = [0, {k}); y[{i}] = {int(y[i])} is out of range."
+            f"labels must be integers in [0, k) = [0, {k}); y[{i}] = {int(y[i])} is out of range. "
+            f"Number the classes 0 … {k - 1} (or build the model with more outputs)."
         )
     return y.astype(np.int64)
 
@@ -105,18 +112,18 @@ def orthogonal_data(
     **Returns:** a `Dataset` (x (N, d) float64, y (N,) int64 sorted by class) whose `meta`
     holds `k`, `sigma`, `seed` and the noise `xi` (N, d) (so ⟨W_i, ξ_x⟩ can be observed).
     """
-    k = _int("k", k, 2, " (the number of classes)")
-    n_per_class = _int("n_per_class", n_per_class, 1, " (samples per class)")
-    d = _int("d", d, 1, " (the input dimension)")
+    k = as_int("k", k, minimum=2, hint=_K_HINT)
+    n_per_class = as_int("n_per_class", n_per_class, minimum=1, hint=_N_HINT)
+    d = as_int("d", d, minimum=1, hint="`d` is the input dimension.")
     if d < k:
         raise ConfigError(
             f"`d` must be ≥ k = {k} so that the class features e_1 … e_k are orthonormal; "
             f"got d = {d}."
         )
-    if not (isinstance(sigma, (int, float)) and np.isfinite(sigma) and sigma >= 0):
-        raise ConfigError(f"`sigma` (the noise level) must be a finite number ≥ 0; got {sigma!r}.")
+    sigma = as_float("sigma", sigma, nonnegative=True, hint="`sigma` is the noise level.")
+    seed = as_seed("seed", seed)
     rng = np.random.default_rng(seed)
-    y = np.repeat(np.arange(k, dtype=np.int64), n_per_class)
+    y = check_labels(np.repeat(np.arange(k, dtype=np.int64), n_per_class), k)
     xi = rng.standard_normal((y.size, d)) * (sigma / np.sqrt(d))
     x = np.eye(d)[y] + xi
     return Dataset(
@@ -132,6 +139,8 @@ def scale_to_unit_ball(data: Dataset) -> Dataset:
 
     `meta["input_scale"]` records the divisor (noise `xi`, when present, is scaled too).
     """
+    if not isinstance(data, Dataset):
+        raise ConfigError(f"`data` must be a Dataset; got {type(data).__name__}.")
     s = float(np.max(np.linalg.norm(data.x, axis=1)))
     if not s > 0:
         raise ConfigError("all inputs are zero; cannot scale them to the unit ball.")
@@ -166,8 +175,8 @@ def digits_data(
         from sklearn.model_selection import train_test_split
     except ImportError as exc:  # pragma: no cover - scikit-learn is a dependency
         raise ConfigError("the digits data need scikit-learn: `pip install scikit-learn`.") from exc
-    if split not in ("train", "test"):
-        raise ConfigError(f"`split` must be 'train' or 'test'; got {split!r}.")
+    split = as_choice("split", split, ("train", "test"))
+    subset_seed = as_seed("subset_seed", subset_seed)
     raw = load_digits()
     x_all = np.asarray(raw.data, dtype=np.float64)
     y_all = np.asarray(raw.target, dtype=np.int64)
@@ -181,7 +190,9 @@ def digits_data(
     )
     x, y = (x_tr, y_tr) if split == "train" else (x_te, y_te)
     if n_per_class is not None:
-        n_per_class = _int("n_per_class", n_per_class, 1, " (samples per class)")
+        n_per_class = as_int(
+            "n_per_class", n_per_class, minimum=1, hint=_N_HINT + " None keeps all."
+        )
         counts = np.bincount(y, minlength=10)
         if n_per_class > counts.min():
             raise ConfigError(
@@ -201,7 +212,7 @@ def digits_data(
         x, y = x[order], y[order]
     return Dataset(
         x=x,
-        y=y,
+        y=check_labels(y, 10),
         name=f"digits-{split}-n{y.size}",
         meta={"k": 10, "split": split, "n_per_class": n_per_class, "subset_seed": subset_seed},
     )
@@ -217,6 +228,7 @@ def class_sum_cross_entropy(logits, labels):
     return logits.shape[-1] * cross_entropy(logits, labels)
 
 
+class_sum_cross_entropy.targets = "classes"
 class_sum_cross_entropy.description = (
     "(k/N) * sum_x [logsumexp(f(x)) - f(x)[y_x]] = k * mean cross-entropy "
     "(bias-plateau paper, section 4)"
@@ -230,6 +242,7 @@ def mean_cross_entropy(logits, labels):
 
 
 mean_cross_entropy.description = cross_entropy.description
+mean_cross_entropy.targets = "classes"
 
 
 def as_jax_labels(y) -> jnp.ndarray:

@@ -517,7 +517,10 @@ def _out_of_memory(exc: BaseException) -> bool:
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (see the module docstring)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a refused flag (2, message printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     try:
         if args.command == "check":
             return _cmd_check(args)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ._errors import ConfigError
+from ._validate import as_choice, as_float, as_int, as_real_array, as_seed
 
 __all__ = [
     "Dataset",
@@ -40,12 +41,41 @@ TARGETS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-    """Inputs `x (n, d)`, targets `y (n,)` (float64 NumPy arrays), a name and metadata."""
+    """Inputs `x (n, d)`, targets `y (n,)` (or `(n, …)`), a name and metadata.
+
+    Checked on construction (`ConfigError` otherwise): `x` is stored as a float64 NumPy
+    array of shape (n, d), n ≥ 1, d ≥ 1; `y` as a NumPy array of real numbers with n rows
+    (its integer or float dtype is kept: class labels stay integers; bool becomes 0/1);
+    both finite. For (n,) inputs or your own arrays use `from_arrays(x, y)`.
+    """
 
     x: np.ndarray
     y: np.ndarray
     name: str
     meta: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        x = as_real_array("x", self.x)
+        if x.ndim != 2:
+            raise ConfigError(
+                f"`x` must have shape (n, d); got shape {x.shape}. "
+                "`from_arrays(x, y)` also takes x of shape (n,)."
+            )
+        if x.shape[0] == 0:
+            raise ConfigError("the data set is empty: `x` and `y` need at least one sample.")
+        if x.shape[1] == 0:
+            raise ConfigError(f"`x` has no input dimensions (shape {x.shape}); need d ≥ 1.")
+        y = as_real_array("y", self.y, dtype=None)
+        if y.ndim < 1 or y.shape[0] != x.shape[0]:
+            raise ConfigError(
+                f"`y` must have one row per sample of `x` ({x.shape[0]}); got shape {y.shape}."
+            )
+        if not isinstance(self.name, str):
+            raise ConfigError(f"`name` must be a string; got {self.name!r}.")
+        if not isinstance(self.meta, dict):
+            raise ConfigError(f"`meta` must be a dict; got {type(self.meta).__name__}.")
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y)
 
     @property
     def n(self) -> int:
@@ -57,21 +87,21 @@ class Dataset:
 
 
 def _target(name: str):
-    if name not in TARGETS:
-        raise ConfigError(
-            f"`target` must be one of {sorted(TARGETS)}; got {name!r}. "
-            "For your own data use `from_arrays(x, y)`."
-        )
+    hint = "For your own data use `from_arrays(x, y)`."
+    name = as_choice("target", name, sorted(TARGETS), hint=hint)
     return TARGETS[name]
 
 
 def from_arrays(x, y, name: str = "user") -> Dataset:
-    """A `Dataset` from user arrays: `x` of shape (n,) or (n, d), `y` of shape (n,).
+    """A `Dataset` from user arrays: `x` of shape (n,) or (n, d), `y` of shape (n,) (or
+    (n, 1)), stored as float64.
 
-    Raises `ConfigError` for mismatched lengths, empty or non-finite data.
+    Any real numeric dtype is accepted (NumPy, JAX, lists); bool arrays are read as 0/1.
+    Raises `ConfigError` for mismatched lengths, empty, ragged, complex, non-numeric or
+    non-finite data.
     """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
+    x = as_real_array("x", x)
+    y = as_real_array("y", y)
     if x.ndim == 1:
         x = x[:, None]
     if x.ndim != 2:
@@ -86,14 +116,6 @@ def from_arrays(x, y, name: str = "user") -> Dataset:
         )
     if x.shape[0] == 0:
         raise ConfigError("the data set is empty: `x` and `y` need at least one sample.")
-    for nm, arr in (("x", x), ("y", y)):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            idx = np.argwhere(bad)[0].tolist()
-            raise ConfigError(
-                f"`{nm}` contains non-finite values (first at index {idx}); "
-                "remove or impute them before training."
-            )
     return Dataset(x=x, y=y, name=name)
 
 
@@ -105,10 +127,10 @@ def paper_data(target: str = "f1", n: int = 1000, lo: float = -15.0, hi: float =
     the units of the data through `reduced.multistage.normalization`.
     """
     f = _target(target)
-    if n < 2:
-        raise ConfigError(f"`n` must be ≥ 2; got {n}.")
+    n = as_int("n", n, minimum=2, hint="`n` is the number of points, e.g. n=1000.")
+    lo, hi = as_float("lo", lo), as_float("hi", hi)
     if not hi > lo:
-        raise ConfigError(f"the interval needs hi > lo; got [{lo}, {hi}].")
+        raise ConfigError(f"the interval needs hi > lo; got lo = {lo}, hi = {hi}.")
     x = np.linspace(lo, hi, n)
     ds = from_arrays(x, f(x), name=f"paper-{target}")
     return dataclasses.replace(ds, meta={"target": target, "n": n, "interval": [lo, hi]})
@@ -118,23 +140,23 @@ def assumption_data(target: str = "f2", n: int = 200, d: int = 1, seed: int = 0)
     """Data satisfying Assumptions 1–2 exactly: E xxᵀ = I and E[f x] = e₁ (sample averages).
 
     d = 1: `n` equidistant points, rescaled so that mean(x²) = 1. d > 1: Gaussian points
-    whitened exactly (sample covariance I, symmetric by adding −x for every x). The target
+    whitened exactly (sample covariance I, symmetric by adding −x for every x; for odd `n`
+    the origin is the n-th point, so there are exactly `n` points). The target
     is f(x₁) evaluated on the first coordinate, then multiplied by the constant that makes
     E[f x] = e₁; in d > 1 the remaining correlations E[f xᵢ] (i ≥ 2) are removed by adding
     a linear correction, so E[f x] = e₁ to rounding.
     """
     f = _target(target)
-    if n < 2 * d:
-        raise ConfigError(f"`n` must be ≥ 2·d = {2 * d} to whiten {d}-D data; got {n}.")
-    if d < 1:
-        raise ConfigError(f"`d` must be ≥ 1; got {d}.")
+    d = as_int("d", d, minimum=1, hint="`d` is the input dimension.")
+    n = as_int("n", n, minimum=2 * d, hint=f"Whitening {d}-D data needs n ≥ 2·d = {2 * d}.")
+    seed = as_seed("seed", seed)
     if d == 1:
         x = np.linspace(-1.0, 1.0, n)[:, None]
     else:
         rng = np.random.default_rng(seed)
         half = rng.standard_normal((n // 2, d))
-        x = np.concatenate([half, -half])
-        n = x.shape[0]
+        # odd n: the origin completes the set (still symmetric; every target has f(0) = 0)
+        x = np.concatenate([half, -half, np.zeros((n % 2, d))])
     cov = x.T @ x / n
     evals, evecs = np.linalg.eigh(cov)
     x = x @ (evecs @ np.diag(evals**-0.5) @ evecs.T)
@@ -190,7 +212,13 @@ class DataMoments:
 
 def moments(data: Dataset) -> DataMoments:
     """Moments of `data` (sample averages): Σ = E[xxᵀ], b = E[y x]."""
+    if not isinstance(data, Dataset):
+        raise ConfigError(
+            f"`data` must be a Dataset (e.g. `from_arrays(x, y)`); got {type(data).__name__}."
+        )
     x, y = data.x, data.y
+    if y.ndim != 1:
+        raise ConfigError(f"moments need scalar targets y of shape (n,); got {y.shape}.")
     n, d = x.shape
     sigma = x.T @ x / n
     b = x.T @ y / n

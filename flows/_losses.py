@@ -1,5 +1,14 @@
 """Losses, in numerically stable forms. Each maps (predictions, targets) to a scalar and
-carries a `description` saved with results (the exact objective being integrated)."""
+carries a `description` saved with results (the exact objective being integrated) and
+`targets`, the kind of targets it needs, which `make_problem` checks before any run:
+
+- "real": real targets of the model's output shape (squared error);
+- "classes": integer class labels in [0, k), k = the model's number of outputs
+  (cross-entropy: a label ≥ k would give a NaN loss, −1 would wrap to class k − 1);
+- "signs": labels −1 or +1 (logistic loss: {0, 1} labels would silently train a
+  different objective).
+
+A loss of your own may set `my_loss.targets` to one of these to get the same checks."""
 
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ def squared_error(pred, y):
 
 
 squared_error.description = "R = 1/(2n) * sum_i (f(x_i) - y_i)^2 (mean squared error / 2)"
+squared_error.targets = "real"
 
 
 def cross_entropy(logits, labels):
@@ -26,6 +36,7 @@ def cross_entropy(logits, labels):
 
 
 cross_entropy.description = "(1/n) * sum_i [logsumexp(z_i) - z_i[y_i]] (mean cross-entropy)"
+cross_entropy.targets = "classes"
 
 
 def logistic(pred, y):
@@ -37,5 +48,9 @@ def logistic(pred, y):
 
 
 logistic.description = "(1/n) * sum_i log(1 + exp(-y_i f(x_i))) (mean logistic loss)"
+logistic.targets = "signs"
+
+#: The kinds of targets a loss may declare (its `targets` attribute).
+TARGET_KINDS = ("real", "classes", "signs")
 
 LOSSES = {"squared_error": squared_error, "cross_entropy": cross_entropy, "logistic": logistic}

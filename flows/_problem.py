@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable
 
 import equinox as eqx
@@ -10,9 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
+from ._classification_data import check_labels
 from ._data import Dataset
 from ._errors import ConfigError
-from ._losses import squared_error
+from ._losses import TARGET_KINDS, squared_error
+from ._separable_data import check_sign_labels
+from ._validate import as_choice, as_key, as_real_array
 from .models.base import AbstractModel
 
 VECTOR_FIELDS = ("autodiff", "fused")
@@ -68,6 +73,114 @@ class Problem(eqx.Module):
         }
 
 
+def _dtype_name(dtype) -> str:
+    """'float64' / 'float32' from a name or a dtype-like (np.float32, jnp.float64, …)."""
+    if not isinstance(dtype, str):
+        try:
+            dtype = np.dtype(dtype).name
+        except TypeError:
+            pass
+    return as_choice("dtype", dtype, tuple(DTYPES), hint="float64 is the default.")
+
+
+def _available_bytes() -> int | None:
+    """Memory of the default device (GPU limit, or the host's RAM on CPU); None if unknown."""
+    try:
+        stats = jax.devices()[0].memory_stats() or {}
+        if stats.get("bytes_limit"):
+            return int(stats["bytes_limit"])
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError, IndexError):  # pragma: no cover
+        return None
+
+
+def _init_params(model: AbstractModel, key, dt) -> PyTree:
+    """θ(0) = model.init(key), refusing up front (ConfigError) what cannot fit in memory."""
+    shapes = jax.eval_shape(model.init, key)
+    need = sum(
+        math.prod(leaf.shape) * np.dtype(dt).itemsize for leaf in jax.tree_util.tree_leaves(shapes)
+    )
+    have = _available_bytes()
+    if have is not None and need > have:
+        raise ConfigError(
+            f"θ(0) of {type(model).__name__} needs {need / 2**30:.3g} GiB but the device has "
+            f"{have / 2**30:.3g} GiB; use a smaller model (e.g. a smaller width)."
+        )
+    try:
+        return model.init(key)
+    except Exception as exc:  # XLA's RESOURCE_EXHAUSTED, MemoryError
+        if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc):
+            raise ConfigError(
+                f"out of memory drawing θ(0) of {type(model).__name__} ({need / 2**30:.3g} GiB);"
+                " use a smaller model (e.g. a smaller width)."
+            ) from None
+        raise
+
+
+def _check_theta0(model: AbstractModel, key, theta0) -> PyTree:
+    """`theta0` with every leaf a finite real array, of the structure and shapes `model.init`
+    gives (else `ConfigError` naming the first mismatch)."""
+    expected = jax.eval_shape(model.init, key)
+    want_paths = jax.tree_util.tree_flatten_with_path(expected)
+    try:
+        got_paths = jax.tree_util.tree_flatten_with_path(theta0)
+    except Exception:  # pragma: no cover - unflattenable objects
+        got_paths = ([], None)
+    if got_paths[1] != want_paths[1]:
+        raise ConfigError(
+            f"`theta0` must have the structure of {type(model).__name__}.init(key), "
+            f"{jax.tree_util.tree_map(lambda s: s.shape, expected)}; got "
+            f"{jax.tree_util.tree_map(lambda v: np.shape(v), theta0)}."
+        )
+    leaves = []
+    for (path, want), (_, got) in zip(want_paths[0], got_paths[0], strict=True):
+        where = f"theta0{jax.tree_util.keystr(path)}"
+        arr = as_real_array(where, got, dtype=None)
+        if arr.shape != want.shape:
+            raise ConfigError(
+                f"`{where}` must have shape {want.shape} for this model; got {arr.shape}."
+            )
+        leaves.append(arr)
+    return jax.tree_util.tree_unflatten(want_paths[1], leaves)
+
+
+def _check_targets(model, loss_fn, x, y, theta0):
+    """The targets as the loss needs them, per its `targets` kind (see `flows._losses`):
+    class labels in [0, k) (int), ±1 signs, or real values of the model's output shape."""
+    kind = getattr(loss_fn, "targets", None)
+    name = getattr(loss_fn, "__name__", repr(loss_fn))
+    if kind is None:
+        return y
+    if kind not in TARGET_KINDS:
+        raise ConfigError(
+            f"loss {name!r} declares targets={kind!r}; expected one of {TARGET_KINDS}."
+        )
+    out = jax.eval_shape(model, theta0, jnp.asarray(x)).shape
+    n = x.shape[0]
+    if kind == "classes":
+        if len(out) != 2:
+            raise ConfigError(
+                f"the cross-entropy loss {name!r} needs a model with k class outputs, shape "
+                f"(n, k); {type(model).__name__} outputs shape {out}. Use a classifier "
+                "(e.g. Homogeneous, DeepFCN) or the squared error."
+            )
+        return check_labels(y, out[-1])
+    if kind == "signs":
+        if out != (n,):
+            raise ConfigError(
+                f"the logistic loss needs a model with one output per sample, shape ({n},); "
+                f"{type(model).__name__} outputs shape {out}."
+            )
+        return check_sign_labels(y)
+    if tuple(y.shape) != tuple(out):
+        raise ConfigError(
+            f"the targets `y` have shape {tuple(y.shape)} but {type(model).__name__} outputs "
+            f"shape {out}; they must match for loss {name!r} (else they broadcast into a wrong "
+            "objective). Reshape y, or build the model with the right number of outputs."
+        )
+    return y
+
+
 def make_problem(
     model: AbstractModel,
     data: Dataset,
@@ -80,40 +193,63 @@ def make_problem(
 ) -> Problem:
     """Build a `Problem`; θ(0) = `model.init(key)` unless `theta0` is given.
 
+    - `key`: an integer seed in [0, 2⁶³ − 1] (Python, NumPy or 0-d JAX integer) or a key
+      already made by `jax.random.key(seed)` / `jax.random.PRNGKey(seed)`.
+    - `theta0`: must have the structure and shapes of `model.init(key)`.
     - `vector_field`: 'autodiff' (default, any model and loss) or 'fused' (a hand-derived
       ∇L: two-layer nets with the squared error only; faster, tested against autodiff).
-    - `dtype`: 'float64' (default) or 'float32' (data and θ(0) cast, and `simulate` then
-      integrates in float32; about half the cost per evaluation on CPU.
-      `benchmarks/bench_work_precision.py` and `bench_descent_time.py` measure what it
-      changes in the error — use it where they say so, with rtol ≥ 1e-6).
+    - `dtype`: 'float64' (default) or 'float32' (or np.float32 / jnp.float64; data and θ(0)
+      cast, and `simulate` then integrates in float32; about half the cost per evaluation
+      on CPU. `benchmarks/bench_work_precision.py` and `bench_descent_time.py` measure
+      what it changes in the error — use it where they say so, with rtol ≥ 1e-6).
 
-    Raises `ConfigError` when the data's input dimension does not match the model's, or
-    an option does not apply to this model and loss.
+    The targets are checked against what the loss declares (its `targets`, see
+    `flows._losses`): cross-entropy losses need integer class labels in [0, k) (k = the
+    model's number of outputs), the logistic loss labels −1/+1, the squared error targets
+    of the model's output shape.
+
+    Raises `ConfigError` when the data's input dimension does not match the model's, an
+    option does not apply to this model and loss, the targets do not suit the loss, or the
+    key, θ(0) or dtype is malformed.
     """
+    if not isinstance(model, AbstractModel):
+        raise ConfigError(
+            f"`model` must be a flows model (e.g. flows.models.TwoLayer(m=100, d=1, alpha=1.0));"
+            f" got {type(model).__name__}."
+        )
+    if not isinstance(data, Dataset):
+        raise ConfigError(
+            f"`data` must be a flows Dataset; got {type(data).__name__}. Build one with "
+            "`flows.from_arrays(x, y)`."
+        )
+    if not callable(loss_fn):
+        raise ConfigError(
+            f"`loss_fn` must be a function (pred, y) -> scalar such as flows.squared_error; "
+            f"got {loss_fn!r}."
+        )
     d_model = getattr(model, "d", None)
     if d_model is not None and data.d != d_model:
         raise ConfigError(
             f"the data have d = {data.d} input dimensions but the model expects d = {d_model}; "
             f"build the model with d={data.d}."
         )
-    if vector_field not in VECTOR_FIELDS:
-        raise ConfigError(f"`vector_field` must be one of {VECTOR_FIELDS}; got {vector_field!r}.")
+    vector_field = as_choice("vector_field", vector_field, VECTOR_FIELDS)
     if vector_field == "fused" and not (hasattr(model, "fused_grad") and loss_fn is squared_error):
         raise ConfigError(
             "`vector_field='fused'` exists for two-layer nets (`TwoLayer`) with the squared "
             f"error only; got model {type(model).__name__} with loss "
             f"{getattr(loss_fn, '__name__', loss_fn)!r}. Use vector_field='autodiff'."
         )
-    if dtype not in DTYPES:
-        raise ConfigError(f"`dtype` must be one of {tuple(DTYPES)}; got {dtype!r}.")
-    dt = DTYPES[dtype]
-    if isinstance(key, int):
-        key = jax.random.key(key)
+    dt = DTYPES[_dtype_name(dtype)]
+    key = as_key("key", key)
     if theta0 is None:
-        theta0 = model.init(key)
+        theta0 = _init_params(model, key, dt)
+    else:
+        theta0 = _check_theta0(model, key, theta0)
     theta0 = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype=dt), theta0)
     x = jnp.asarray(data.x, dtype=dt)
-    y = jnp.asarray(data.y)
+    y = _check_targets(model, loss_fn, data.x, data.y, theta0)
+    y = jnp.asarray(y)
     if jnp.issubdtype(y.dtype, jnp.floating):
         y = y.astype(dt)
     return Problem(

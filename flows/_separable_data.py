@@ -15,12 +15,14 @@ import numpy as np
 
 from ._data import Dataset, from_arrays
 from ._errors import ConfigError
+from ._validate import as_bool, as_float, as_int, as_real_array, as_seed
 
 __all__ = [
     "Separability",
     "SeparableData",
     "check_separable",
     "binary_dataset",
+    "check_sign_labels",
     "symmetric_gaussians",
     "teacher_ball",
     "antipodal_with_outlier",
@@ -76,8 +78,17 @@ def check_separable(x, y, *, bias: bool = False, tol: float = 1e-9) -> Separabil
     """
     from scipy.optimize import linprog
 
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
+    x = as_real_array("x", x)
+    y = check_sign_labels(y)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[0] != y.shape[0]:
+        raise ConfigError(
+            f"`x` must have shape (n, d) with n = {y.shape[0]} rows (one per label); "
+            f"got shape {x.shape}."
+        )
+    bias = as_bool("bias", bias)
+    tol = as_float("tol", tol, nonnegative=True)
     if bias:
         x = np.concatenate([x, np.ones((x.shape[0], 1))], axis=1)
     n, d = x.shape
@@ -104,24 +115,46 @@ def check_separable(x, y, *, bias: bool = False, tol: float = 1e-9) -> Separabil
     )
 
 
-def binary_dataset(x, y, name: str = "user", meta: dict | None = None) -> Dataset:
-    """A `Dataset` whose labels must all be −1 or +1 (else `ConfigError`)."""
-    ds = from_arrays(x, y, name=name)
-    bad = ~np.isin(ds.y, (-1.0, 1.0))
+def check_sign_labels(y) -> np.ndarray:
+    """Labels as a float64 array of shape (n,) after checking every one is −1 or +1.
+
+    Raises `ConfigError` naming the first offending label (and saying how to map {0, 1}
+    labels). Called by `binary_dataset` and by `make_problem` for the logistic loss.
+    """
+    y = as_real_array("y", y, finite=False)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.size == 0:
+        raise ConfigError(f"labels `y` must have shape (n,) with n ≥ 1; got shape {y.shape}.")
+    bad = ~np.isin(y, (-1.0, 1.0))
     if bad.any():
         i = int(np.argwhere(bad)[0, 0])
-        raise ConfigError(
-            f"labels must be −1 or +1 for the logistic loss of the linear-teacher paper; "
-            f"label {i} is {ds.y[i]!r}. Map your classes to ±1 (e.g. y = 2·y01 − 1)."
+        zero_one = bool(np.all(np.isin(y, (0.0, 1.0))))
+        how = (
+            "These look like {0, 1} labels: pass y = 2·y − 1."
+            if zero_one
+            else "Map your two classes to ±1 (e.g. y = 2·y01 − 1)."
         )
+        raise ConfigError(
+            f"labels must be −1 or +1 for the logistic loss log(1 + exp(−y f(x))); "
+            f"y[{i}] = {float(y[i])!r}. {how}"
+        )
+    return y
+
+
+def binary_dataset(x, y, name: str = "user", meta: dict | None = None) -> Dataset:
+    """A `Dataset` whose labels must all be −1 or +1 (else `ConfigError`)."""
+    if meta is not None and not isinstance(meta, dict):
+        raise ConfigError(f"`meta` must be a dict or None; got {type(meta).__name__}.")
+    ds = from_arrays(x, y, name=name)
+    check_sign_labels(ds.y)
     return dataclasses.replace(ds, meta=dict(meta or {}))
 
 
-def _check_n_d(n: int, d: int, n_min: int = 2) -> None:
-    if not (isinstance(n, int) and n >= n_min):
-        raise ConfigError(f"`n` must be an integer ≥ {n_min}; got {n!r}.")
-    if not (isinstance(d, int) and d >= 1):
-        raise ConfigError(f"`d` must be an integer ≥ 1; got {d!r}.")
+def _check_n_d(n: int, d: int, n_min: int = 2) -> tuple[int, int]:
+    n = as_int("n", n, minimum=n_min, hint="`n` is the number of points.")
+    d = as_int("d", d, minimum=1, hint="`d` is the input dimension.")
+    return n, d
 
 
 def _bundle(x, y, name, meta, teacher, n_test_xy=None) -> SeparableData:
@@ -148,18 +181,25 @@ def symmetric_gaussians(
     Points on the wrong side of the teacher are kept: separability is verified, not
     forced (see `.separability`). Test points (`n_test`, even) are drawn the same way.
     """
-    _check_n_d(n, d)
+    n, d = _check_n_d(n, d)
     if n % 2:
-        raise ConfigError(f"`n` must be even (points come in ±pairs); got {n}.")
-    if not (math.isfinite(std) and std > 0):
-        raise ConfigError(f"`std` must be > 0; got {std!r}.")
+        raise ConfigError(f"`n` must be even (points come in ±pairs); got {n}. Try n={n + 1}.")
+    std = as_float("std", std, positive=True)
+    seed = as_seed("seed", seed)
+    n_test = as_int("n_test", n_test, minimum=0, hint="`n_test` is the number of test points.")
+    if n_test % 2:
+        raise ConfigError(
+            f"`n_test` must be even (points come in ±pairs); got {n_test}. Try n_test={n_test + 1}."
+        )
     mu = np.zeros(d)
     if np.ndim(mean) == 0:
-        mu[0] = float(mean)
+        mu[0] = as_float("mean", mean)
     else:
-        mu = np.asarray(mean, dtype=np.float64)
+        mu = as_real_array("mean", mean)
         if mu.shape != (d,):
-            raise ConfigError(f"`mean` must be a number or a vector of length d = {d}.")
+            raise ConfigError(
+                f"`mean` must be a number or a vector of length d = {d}; got shape {mu.shape}."
+            )
     rng = np.random.default_rng(seed)
 
     def draw(m):
@@ -167,10 +207,14 @@ def symmetric_gaussians(
         return np.concatenate([half, -half]), np.concatenate([np.ones(m // 2), -np.ones(m // 2)])
 
     x, y = draw(n)
-    test = draw(n_test + n_test % 2) if n_test else None
+    test = draw(n_test) if n_test else None
     teacher = mu / np.linalg.norm(mu) if np.linalg.norm(mu) > 0 else None
     meta = {"kind": "symmetric-gaussians", "mean": mu.tolist(), "std": std, "seed": seed}
     return _bundle(x, y, f"symmetric-gaussians-d{d}", meta, teacher, test)
+
+
+#: `teacher_ball` gives up (ConfigError) after this many rejected uniform draws.
+_MAX_REJECTION_DRAWS = 10**7
 
 
 def teacher_ball(
@@ -185,17 +229,31 @@ def teacher_ball(
     """Points uniform in the ball ‖x‖ ≤ `radius`, kept only if |w*·x| ≥ `margin`, for a
     random unit teacher w*; y = sign(w*·x). Separable by construction (margin ≥ `margin`).
     """
-    _check_n_d(n, d, n_min=1)
-    if not (0 <= margin < radius):
+    n, d = _check_n_d(n, d, n_min=1)
+    margin = as_float("margin", margin, nonnegative=True)
+    radius = as_float("radius", radius, positive=True)
+    if not margin < radius:
         raise ConfigError(f"need 0 ≤ margin < radius; got margin={margin}, radius={radius}.")
+    seed = as_seed("seed", seed)
+    n_test = as_int("n_test", n_test, minimum=0, hint="`n_test` is the number of test points.")
     rng = np.random.default_rng(seed)
     w_star = rng.standard_normal(d)
     w_star /= np.linalg.norm(w_star)
 
     def draw(m):
         out = []
+        tried = 0
         while sum(len(o) for o in out) < m:
+            if tried > max(_MAX_REJECTION_DRAWS, 1000 * m):
+                got = sum(len(o) for o in out)
+                raise ConfigError(
+                    f"`margin` = {margin} is too large for d = {d}, radius = {radius}: only "
+                    f"{got} of {tried} uniform points in the ball have |w*·x| ≥ margin (need "
+                    f"{m}). Points concentrate near |w*·x| ≈ radius/√d = "
+                    f"{radius / math.sqrt(d):.3g}; lower `margin`."
+                )
             g = rng.standard_normal((4 * m + 16, d))
+            tried += len(g)
             g /= np.linalg.norm(g, axis=1, keepdims=True)
             r = radius * rng.random(len(g)) ** (1.0 / d)
             pts = g * r[:, None]
@@ -224,9 +282,14 @@ def antipodal_with_outlier(
     outlier is (−0.5, 2.0, 0, …): positive, on the negative class's side of e₁, yet the
     set stays separable through the origin (e.g. by (1, 1, 0, …)); verified by the LP.
     """
-    _check_n_d(n, d)
+    n, d = _check_n_d(n, d)
     if d < 2:
-        raise ConfigError("`d` must be ≥ 2 for the outlier example.")
+        raise ConfigError(f"`d` must be ≥ 2 for the outlier example; got d = {d}.")
+    mean = as_float(
+        "mean", mean, positive=True, hint="The classes sit at ±mean·e₁ (the teacher is e₁)."
+    )
+    std = as_float("std", std, nonnegative=True)
+    seed = as_seed("seed", seed)
     rng = np.random.default_rng(seed)
     mu = np.zeros(d)
     mu[0] = mean
@@ -236,9 +299,11 @@ def antipodal_with_outlier(
     if outlier is None:
         outlier = np.zeros(d)
         outlier[:2] = (-0.5, 2.0)
-    outlier = np.asarray(outlier, dtype=np.float64)
+    outlier = as_real_array("outlier", outlier)
     if outlier.shape != (d,):
-        raise ConfigError(f"`outlier` must be a vector of length d = {d}.")
+        raise ConfigError(
+            f"`outlier` must be a vector of length d = {d}; got shape {outlier.shape}."
+        )
     x = np.concatenate([xp, xn, outlier[None]])
     y = np.concatenate([np.ones(half), -np.ones(n - half), [1.0]])
     meta = {
@@ -267,13 +332,18 @@ def digits_pair(
     Shuffled with `seed`, split into train / test (`test_fraction`); `n_train` caps the
     number of training points. Needs scikit-learn.
     """
-    for nm, val in (("a", a), ("b", b)):
-        if not (isinstance(val, int) and 0 <= val <= 9):
-            raise ConfigError(f"`{nm}` must be a digit 0–9; got {val!r}.")
+    a = as_int("a", a, minimum=0, maximum=9, hint="`a` is a digit 0–9.")
+    b = as_int("b", b, minimum=0, maximum=9, hint="`b` is a digit 0–9.")
     if a == b:
         raise ConfigError(f"the two digits must differ; got a = b = {a}.")
-    if not 0 <= test_fraction < 1:
+    if n_train is not None:
+        n_train = as_int(
+            "n_train", n_train, minimum=1, hint="`n_train` caps the training points (None: all)."
+        )
+    test_fraction = as_float("test_fraction", test_fraction, nonnegative=True)
+    if not test_fraction < 1:
         raise ConfigError(f"`test_fraction` must lie in [0, 1); got {test_fraction}.")
+    seed = as_seed("seed", seed)
     try:
         from sklearn.datasets import load_digits
     except ImportError as err:  # pragma: no cover

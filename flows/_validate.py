@@ -74,7 +74,9 @@ def _scalar(name: str, value, kind: str, hint: str = ""):
     if isinstance(value, numbers.Real | decimal.Decimal):
         return float(value)
     if isinstance(value, numbers.Complex):
-        raise ConfigError(f"`{name}` must be real ({kind}); got the complex value {value!r}.")
+        raise ConfigError(
+            f"`{name}` must be {kind} (a real number); got the complex value {value!r}."
+        )
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
         raise ConfigError(
             f"`{name}` must be {kind}; got {_show(value)} of type {type(value).__name__}.{extra}"
@@ -89,12 +91,14 @@ def _scalar(name: str, value, kind: str, hint: str = ""):
         ) from None
     if shape != ():
         raise ConfigError(
-            f"`{name}` must be a single number ({kind}); got an array of shape {shape}.{extra}"
+            f"`{name}` must be {kind}, a single number; got an array of shape {shape}.{extra}"
         )
     if arr.dtype.kind == "b":
         raise ConfigError(f"`{name}` must be {kind}; got the bool {value!r}.{extra}")
     if arr.dtype.kind == "c":
-        raise ConfigError(f"`{name}` must be real ({kind}); got the complex value {value!r}.")
+        raise ConfigError(
+            f"`{name}` must be {kind} (a real number); got the complex value {value!r}."
+        )
     if arr.dtype.kind in "iu":
         return int(arr)
     if arr.dtype.kind == "f":

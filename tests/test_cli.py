@@ -105,10 +105,10 @@ def test_solver_failure_exit_3(tmp_path, capsys):
     assert not (out / "trajectory.nc").exists()
 
 
-def test_argparse_errors_exit_2():
-    with pytest.raises(SystemExit) as info:
-        _cli.main(["check", "nonexistent"])
-    assert info.value.code == 2
+def test_argparse_errors_exit_2(capsys):
+    assert _cli.main(["check", "nonexistent"]) == 2
+    assert "nonexistent" in capsys.readouterr().err
+    assert _cli.main(["--help"]) == 0
 
 
 def test_check_exit_codes(tmp_path, monkeypatch, capsys):

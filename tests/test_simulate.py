@@ -131,7 +131,8 @@ def test_max_steps_failure_is_loud(small):
     assert "t = " in str(info.value) and "Increase `max_steps`" in str(info.value)
     tr = flows.simulate(small, t1=10.0, max_steps=3, throw=False)
     assert tr.stats["result"] == "max_steps reached"
-    assert np.isinf(tr.loss[-1])  # unreached save times are not filled with fake values
+    # the run ends at the time reached: no unreached save times, no fake or inf values
+    assert tr.times[-1] == tr.stats["t_reached"] and np.all(np.isfinite(tr.loss))
 
 
 def test_nonfinite_state_is_loud():

@@ -3,13 +3,39 @@
 from __future__ import annotations
 
 import abc
+import functools
 
 import equinox as eqx
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
+from .._validate import as_bool, as_float, as_int
+
+
+def int_field(name: str, *, minimum: int = 1, hint: str = "", **kwargs):
+    """A static hyper-parameter stored as a Python int (`as_int`: NumPy and 0-d JAX integers
+    accepted; bools, floats such as 2.5 or 3.0, strings refused with a `ConfigError`)."""
+    convert = functools.partial(as_int, name, minimum=minimum, hint=hint)
+    return eqx.field(static=True, converter=convert, **kwargs)
+
+
+def float_field(name: str, *, positive: bool = False, hint: str = "", **kwargs):
+    """A static hyper-parameter stored as a finite Python float (`as_float`: NumPy and 0-d
+    JAX numbers accepted; bools, strings, complex, NaN/inf refused)."""
+    convert = functools.partial(as_float, name, positive=positive, hint=hint)
+    return eqx.field(static=True, converter=convert, **kwargs)
+
+
+def bool_field(name: str, **kwargs):
+    """A static switch stored as a Python bool (`as_bool`: strings such as "False" refused)."""
+    return eqx.field(static=True, converter=functools.partial(as_bool, name), **kwargs)
+
 
 class AbstractModel(eqx.Module):
     """A model family: hyper-parameters as (static) fields; parameters as a separate pytree.
+
+    Hyper-parameters are converted on construction to plain Python ints/floats/bools
+    (`int_field`, `float_field`, `bool_field`), so `np.int64(10)` or a 0-d JAX array is
+    accepted and the module hashes, compares and `describe()`s as with Python numbers.
 
     Parameters are kept outside the module so gradient flow integrates a plain pytree
     θ (a dict of arrays) and the module stays immutable configuration.

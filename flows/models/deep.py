@@ -11,13 +11,29 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
-from .base import AbstractModel
-from .homogeneous import check_positive_int
+from .._validate import as_choice, as_int
+from .base import AbstractModel, bool_field, float_field, int_field
 
 __all__ = ["DeepFCN", "DEEP_ACTIVATIONS"]
 
 #: Activations Theorem 1 allows: identity and ReLU (both positively 1-homogeneous).
 DEEP_ACTIVATIONS = {"identity": lambda z: z, "relu": jax.nn.relu}
+
+
+_WIDTH_HINT = "`width` is the hidden-layer width: an int, or one int per hidden layer."
+
+
+def _widths(value) -> int | tuple[int, ...]:
+    """`width` as a Python int, or a tuple of them (a list or a 1-d integer array is fine)."""
+    if isinstance(value, list | tuple) or getattr(value, "ndim", 0) == 1:
+        return tuple(as_int("width", w, minimum=1, hint=_WIDTH_HINT) for w in value)
+    return as_int("width", value, minimum=1, hint=_WIDTH_HINT)
+
+
+def _activation(value) -> str:
+    return as_choice(
+        "activation", value, sorted(DEEP_ACTIVATIONS), hint="Theorem 1 allows these two."
+    )
 
 
 class DeepFCN(AbstractModel):
@@ -39,37 +55,24 @@ class DeepFCN(AbstractModel):
     Parameters: `{"V1": (n_1, d), …, "V{r}": (k, n_{r−1}), "b": (k,)}` (no `b` without bias).
     """
 
-    d: int = eqx.field(static=True)
-    k: int = eqx.field(static=True)
-    depth: int = eqx.field(static=True)
-    width: int | tuple[int, ...] = eqx.field(static=True, default=16)
-    activation: str = eqx.field(static=True, default="relu")
-    bias: bool = eqx.field(static=True, default=True)
-    delta: float = eqx.field(static=True, default=1e-3)
+    d: int = int_field("d", minimum=1, hint="`d` is the input dimension.")
+    k: int = int_field("k", minimum=2, hint="`k` is the number of classes (outputs).")
+    depth: int = int_field(
+        "depth", minimum=1, hint="`depth` is the number of weight matrices; Theorem 1 needs ≥ 3."
+    )
+    width: int | tuple[int, ...] = eqx.field(static=True, default=16, converter=_widths)
+    activation: str = eqx.field(static=True, default="relu", converter=_activation)
+    bias: bool = bool_field("bias", default=True)
+    delta: float = float_field(
+        "delta", positive=True, default=1e-3, hint="`delta` is the init scale δ, e.g. 1e-3."
+    )
 
     def __check_init__(self):
-        check_positive_int("d", self.d, minimum=1, why="the input dimension")
-        check_positive_int("k", self.k, minimum=2, why="the number of classes")
-        check_positive_int("depth", self.depth, minimum=1, why="Theorem 1 needs depth r ≥ 3")
-        widths = self.width if isinstance(self.width, tuple) else (self.width,)
-        for w in widths:
-            check_positive_int("width", w, minimum=1, why="hidden-layer width")
         if isinstance(self.width, tuple) and len(self.width) != self.depth - 1:
             raise ConfigError(
                 f"`width` as a tuple needs one entry per hidden layer (depth − 1 = "
                 f"{self.depth - 1}); got {len(self.width)} entries."
             )
-        if self.activation not in DEEP_ACTIVATIONS:
-            raise ConfigError(
-                f"`activation` must be one of {sorted(DEEP_ACTIVATIONS)} (Theorem 1); "
-                f"got {self.activation!r}."
-            )
-        if not (isinstance(self.delta, (int, float)) and math.isfinite(self.delta)):
-            raise ConfigError(
-                f"`delta` (the init scale δ) must be a finite number; got {self.delta!r}."
-            )
-        if not self.delta > 0:
-            raise ConfigError(f"`delta` (the init scale δ) must be > 0; got {self.delta!r}.")
 
     @property
     def widths(self) -> tuple[int, ...]:

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .._errors import ConfigError
-from .base import AbstractModel
+from .base import AbstractModel, float_field, int_field
 
-__all__ = ["Homogeneous", "check_positive_int"]
-
-
-def check_positive_int(name: str, value, *, minimum: int = 1, why: str = "") -> None:
-    """Raise `ConfigError` unless `value` is an integer ≥ `minimum` (bools are refused)."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-    if not ok:
-        extra = f" ({why})" if why else ""
-        raise ConfigError(f"`{name}` must be an integer ≥ {minimum}{extra}; got {value!r}.")
+__all__ = ["Homogeneous"]
 
 
 class Homogeneous(AbstractModel):
@@ -40,23 +28,14 @@ class Homogeneous(AbstractModel):
     Parameters: `{"W": (k, d), "b": (k,)}`.
     """
 
-    k: int = eqx.field(static=True)
-    d: int = eqx.field(static=True)
-    r: int = eqx.field(static=True)
-    delta: float = eqx.field(static=True)
-
-    def __check_init__(self):
-        check_positive_int("k", self.k, minimum=2, why="the number of classes")
-        check_positive_int("d", self.d, minimum=1, why="the input dimension")
-        check_positive_int(
-            "r", self.r, minimum=1, why="the degree of ⟨W_i, x⟩^r; Proposition 1 needs r ≥ 3"
-        )
-        if not (isinstance(self.delta, (int, float)) and math.isfinite(self.delta)):
-            raise ConfigError(
-                f"`delta` (the init scale δ) must be a finite number; got {self.delta!r}."
-            )
-        if not self.delta > 0:
-            raise ConfigError(f"`delta` (the init scale δ) must be > 0; got {self.delta!r}.")
+    k: int = int_field("k", minimum=2, hint="`k` is the number of classes.")
+    d: int = int_field("d", minimum=1, hint="`d` is the input dimension.")
+    r: int = int_field(
+        "r", minimum=1, hint="`r` is the degree of ⟨W_i, x⟩^r; Proposition 1 needs r ≥ 3."
+    )
+    delta: float = float_field(
+        "delta", positive=True, hint="`delta` is the init scale δ, e.g. delta=1e-3."
+    )
 
     def theorem_applicable(self) -> tuple[bool, str]:
         """Whether Proposition 1's degree assumption r ≥ 3 holds, with the reason."""

@@ -8,17 +8,29 @@ output weight v > 0 and trainable first-layer rows w^(j) ("w neurons") and u^(j)
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
-from .base import AbstractModel
+from .._validate import as_float
+from .base import AbstractModel, bool_field, float_field, int_field
 
 __all__ = ["LeakyReLUNet"]
+
+
+_SLOPE_HINT = "The paper's theorems need 0 < α < 1; α = 0 is plain ReLU."
+
+
+def _slope(value) -> float:
+    """The leaky slope α as a Python float in [0, 1)."""
+    v = as_float("slope", value, lo=0.0, hint=_SLOPE_HINT)
+    if not v < 1:
+        raise ConfigError(
+            f"`slope` (the leaky-ReLU slope α) must lie in [0, 1); got {v!r}. {_SLOPE_HINT}"
+        )
+    return v
 
 
 class LeakyReLUNet(AbstractModel):
@@ -41,33 +53,14 @@ class LeakyReLUNet(AbstractModel):
     Raises `ConfigError` for α outside [0, 1), v ≤ 0, k < 1, d < 1 or init_scale ≤ 0.
     """
 
-    k: int = eqx.field(static=True)
-    d: int = eqx.field(static=True)
-    slope: float = eqx.field(static=True, default=0.1)
-    v: float = eqx.field(static=True, default=1.0)
-    init_scale: float = eqx.field(static=True, default=1e-3)
-    bias: bool = eqx.field(static=True, default=False)
-
-    def __check_init__(self):
-        if not (isinstance(self.k, int) and not isinstance(self.k, bool) and self.k >= 1):
-            raise ConfigError(f"`k` (neurons per type) must be an integer ≥ 1; got {self.k!r}.")
-        if not (isinstance(self.d, int) and not isinstance(self.d, bool) and self.d >= 1):
-            raise ConfigError(f"`d` (the input dimension) must be an integer ≥ 1; got {self.d!r}.")
-        if not (isinstance(self.slope, (int, float)) and 0.0 <= self.slope < 1.0):
-            raise ConfigError(
-                f"`slope` (the leaky-ReLU slope α) must lie in [0, 1); got {self.slope!r}. "
-                "The paper's theorems need 0 < α < 1; α = 0 is plain ReLU."
-            )
-        if not (isinstance(self.v, (int, float)) and math.isfinite(self.v) and self.v > 0):
-            raise ConfigError(f"`v` (the fixed output weight) must be > 0; got {self.v!r}.")
-        if not (
-            isinstance(self.init_scale, (int, float))
-            and math.isfinite(self.init_scale)
-            and self.init_scale > 0
-        ):
-            raise ConfigError(
-                f"`init_scale` must be a finite number > 0 (e.g. 1e-3); got {self.init_scale!r}."
-            )
+    k: int = int_field("k", minimum=1, hint="`k` is the number of neurons of each type.")
+    d: int = int_field("d", minimum=1, hint="`d` is the input dimension.")
+    slope: float = eqx.field(static=True, default=0.1, converter=_slope)
+    v: float = float_field("v", positive=True, default=1.0, hint="`v` is the fixed output weight.")
+    init_scale: float = float_field(
+        "init_scale", positive=True, default=1e-3, hint="Try e.g. init_scale=1e-3."
+    )
+    bias: bool = bool_field("bias", default=False)
 
     @property
     def d_features(self) -> int:

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
-from .base import AbstractModel
+from .._validate import as_choice, as_float
+from .base import AbstractModel, bool_field, int_field
 
 
 def _scaled_erf(z):
@@ -48,6 +49,22 @@ def activation_taylor(sigma: Callable) -> tuple[float, float, float, float]:
     return tuple(float(f(z)) for f in (sigma, d1, d2, d3))  # type: ignore[return-value]
 
 
+def _alpha(value):
+    """α as a 0-d float array (a traced value passes through, for `jax.vmap` over α)."""
+    if isinstance(value, jax.core.Tracer):
+        if value.shape != ():
+            raise ConfigError(f"`alpha` must be a single number; got shape {value.shape}.")
+        return value
+    hint = "`alpha` is the init exponent α (std m^−α), e.g. alpha=1.0."
+    return jnp.asarray(as_float("alpha", value, hint=hint), dtype=float)
+
+
+def _activation(value) -> str | Callable:
+    if callable(value) and not isinstance(value, str):
+        return value
+    return as_choice("activation", value, sorted(ACTIVATIONS), hint="Or pass a callable σ.")
+
+
 class TwoLayer(AbstractModel):
     """f_θ(x) = Σ_{k=1}^m a_k σ(w_kᵀx + c_k), c_k present only with `bias=True`.
 
@@ -59,27 +76,12 @@ class TwoLayer(AbstractModel):
     a name in `ACTIVATIONS` or a callable, `bias` whether to add first-layer biases.
     """
 
-    m: int = eqx.field(static=True)
-    d: int = eqx.field(static=True)
+    m: int = int_field("m", minimum=1, hint="`m` is the width (hidden neurons), e.g. m=1000.")
+    d: int = int_field("d", minimum=1, hint="`d` is the input dimension.")
     # a traced leaf, not static: runs that differ only in α reuse the compiled solve
-    alpha: float = eqx.field(converter=lambda v: jnp.asarray(v, dtype=float))
-    activation: str | Callable = eqx.field(static=True, default="tanh")
-    bias: bool = eqx.field(static=True, default=False)
-
-    def __check_init__(self):
-        if not (isinstance(self.m, int) and self.m >= 1):
-            raise ConfigError(f"`m` (the width) must be an integer ≥ 1; got {self.m!r}.")
-        if not (isinstance(self.d, int) and self.d >= 1):
-            raise ConfigError(f"`d` (the input dimension) must be an integer ≥ 1; got {self.d!r}.")
-        if self.alpha.shape != () or (
-            not isinstance(self.alpha, jax.core.Tracer) and not math.isfinite(float(self.alpha))
-        ):
-            raise ConfigError(f"`alpha` must be a finite number; got {self.alpha!r}.")
-        if isinstance(self.activation, str) and self.activation not in ACTIVATIONS:
-            raise ConfigError(
-                f"`activation` must be one of {sorted(ACTIVATIONS)} or a callable; "
-                f"got {self.activation!r}."
-            )
+    alpha: float = eqx.field(converter=_alpha)
+    activation: str | Callable = eqx.field(static=True, default="tanh", converter=_activation)
+    bias: bool = bool_field("bias", default=False)
 
     @property
     def sigma(self) -> Callable:
