@@ -8,13 +8,14 @@ from ._core import Identity, Settled, settle
 
 __all__ = ["PAPERS", "identities", "run"]
 
-PAPERS: tuple[str, ...] = ("multistage", "bias-plateau", "linear-teacher")
+PAPERS: tuple[str, ...] = ("multistage", "bias-plateau", "linear-teacher", "deep-linear")
 """Paper names accepted by `run` (besides `"all"`), as in `flows derive <paper>`."""
 
 _MODULES = {
     "multistage": "multistage",
     "bias-plateau": "bias_plateau",
     "linear-teacher": "linear_teacher",
+    "deep-linear": "deep_linear",
 }
 
 
