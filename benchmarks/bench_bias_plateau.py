@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 import flows
-from flows._bias_observables import classification_observables
-from flows._classification_data import class_sum_cross_entropy
 from flows.experiments import bias_plateau as ex
+from flows.experiments.bias_plateau.data import class_sum_cross_entropy
+from flows.experiments.bias_plateau.observables import classification_observables
 from flows.models.deep import DeepFCN
 
 T1 = 150.0

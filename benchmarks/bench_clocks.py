@@ -19,7 +19,7 @@ import numpy as np
 
 import flows
 from flows._late_phase import late_phase_flow
-from flows._separable_data import symmetric_gaussians
+from flows.experiments.linear_teacher.data import symmetric_gaussians
 from flows.models.leaky import LeakyReLUNet
 
 

@@ -63,6 +63,7 @@ from jax.flatten_util import ravel_pytree
 
 import flows
 from flows import _simulate
+from flows.experiments import linear_teacher as lt
 from flows.experiments.linear_teacher import default_config as lt_default_config
 from flows.models import TwoLayer
 from flows.models.leaky import LeakyReLUNet
@@ -170,9 +171,9 @@ def linear_teacher_case(quick: bool) -> Case:
         "loss": "logistic: (1/n) sum log(1 + exp(-y f))",
         "key": cfg.seed,
         "t1": t1,
-        "source": "flows.experiments.linear_teacher.default_config() (small init)",
+        "source": "flows.experiments.linear_teacher.experiment.default_config() (small init)",
     }
-    data = flows.symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
+    data = lt.symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
 
     def build(**kw):
         model = LeakyReLUNet(k=cfg.k, d=2, slope=cfg.slope, v=cfg.v, init_scale=init)

@@ -5,19 +5,23 @@ Importing `flows` switches JAX to float64 (`jax_enable_x64`): gradient flows are
 integrated in double precision by default.
 """
 
+from importlib.metadata import PackageNotFoundError as _NotFound
+from importlib.metadata import version as _version
+
 import jax as _jax
+
+try:
+    __version__ = _version("flows-theory")
+except _NotFound:  # pragma: no cover - running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 _jax.config.update("jax_enable_x64", True)
 
 from . import models as models  # noqa: E402
+from ._baselines import sgd_to_epsilon as sgd_to_epsilon  # noqa: E402
 from ._batch import simulate_batch as simulate_batch  # noqa: E402
-from ._bias_observables import classification_observables as classification_observables  # noqa: E402
-from ._bias_observables import homogeneous_observables as homogeneous_observables  # noqa: E402
 from ._checks import Check as Check  # noqa: E402
 from ._checks import format_table as format_table  # noqa: E402
-from ._classification_data import class_sum_cross_entropy as class_sum_cross_entropy  # noqa: E402
-from ._classification_data import digits_data as digits_data  # noqa: E402
-from ._classification_data import orthogonal_data as orthogonal_data  # noqa: E402
 from ._data import TARGETS as TARGETS  # noqa: E402
 from ._data import DataMoments as DataMoments  # noqa: E402
 from ._data import Dataset as Dataset  # noqa: E402
@@ -27,25 +31,15 @@ from ._data import moments as moments  # noqa: E402
 from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
-from ._interpolation import interpolate as interpolate  # noqa: E402
-from ._interpolation import plateau as plateau  # noqa: E402
 from ._late_phase import LATE_CLOCKS as LATE_CLOCKS  # noqa: E402
 from ._late_phase import late_phase_flow as late_phase_flow  # noqa: E402
 from ._losses import cross_entropy as cross_entropy  # noqa: E402
 from ._losses import logistic as logistic  # noqa: E402
 from ._losses import squared_error as squared_error  # noqa: E402
-from ._observables import multistage_observables as multistage_observables  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
 from ._rkc import RKC2 as RKC2  # noqa: E402
 from ._rkc import rkc_eval_counts as rkc_eval_counts  # noqa: E402
-from ._separable_data import SeparableData as SeparableData  # noqa: E402
-from ._separable_data import antipodal_with_outlier as antipodal_with_outlier  # noqa: E402
-from ._separable_data import check_separable as check_separable  # noqa: E402
-from ._separable_data import digits_pair as digits_pair  # noqa: E402
-from ._separable_data import symmetric_gaussians as symmetric_gaussians  # noqa: E402
-from ._separable_data import teacher_ball as teacher_ball  # noqa: E402
-from ._sgd import sgd_to_epsilon as sgd_to_epsilon  # noqa: E402
 from ._simulate import CLOCKS as CLOCKS  # noqa: E402
 from ._simulate import SOLVERS as SOLVERS  # noqa: E402
 from ._simulate import auto_solver as auto_solver  # noqa: E402
@@ -56,5 +50,4 @@ from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa:
 from ._stages import first_crossing as first_crossing  # noqa: E402
 from ._sweep import plot_descent_sweep as plot_descent_sweep  # noqa: E402
 from ._sweep import sweep as sweep  # noqa: E402
-from ._teacher_observables import teacher_observables as teacher_observables  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402

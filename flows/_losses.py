@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from ._errors import ConfigError
+from ._validate import as_int, as_real_array
 
 
 def squared_error(pred, y):
@@ -54,3 +58,72 @@ logistic.targets = "signs"
 TARGET_KINDS = ("real", "classes", "signs")
 
 LOSSES = {"squared_error": squared_error, "cross_entropy": cross_entropy, "logistic": logistic}
+
+
+# Label checks for the target kinds above (called by `make_problem` and data constructors)
+
+
+def check_labels(y, k: int) -> np.ndarray:
+    """Labels as an int64 array after checking they are integers in [0, k).
+
+    Integral floats (1.0) are accepted, and bools as 0/1; fractional, negative, ≥ k,
+    non-finite, complex or non-numeric labels raise `ConfigError` naming the first
+    offending label. Called by the classification data constructors and by
+    `make_problem` for every cross-entropy loss (which would otherwise turn a label ≥ k
+    into a NaN loss, wrap −1 to class k − 1 and truncate 0.5 to 0).
+    """
+    k = as_int("k", k, minimum=2, hint="`k` is the number of classes.")
+    y = as_real_array("y", y, dtype=None, finite=False, hint="Class labels are 0, 1, …, k − 1.")
+    if y.ndim == 2 and y.shape[1] == k and y.shape[0] > 0:
+        raise ConfigError(
+            f"labels `y` must have shape (n,) (class indices in [0, {k})); got shape {y.shape}, "
+            "which looks one-hot: pass y.argmax(axis=1)."
+        )
+    if y.ndim != 1:
+        raise ConfigError(f"labels `y` must have shape (n,); got shape {y.shape}.")
+    if y.size == 0:
+        raise ConfigError("labels `y` are empty: need at least one sample.")
+    if not np.issubdtype(y.dtype, np.integer):
+        bad = ~np.isfinite(y) | (y != np.round(y))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ConfigError(
+                f"labels must be integers in [0, {k}); y[{i}] = {float(y[i])!r} is not an "
+                "integer. Class labels are 0, 1, …, k − 1."
+            )
+        y = y.astype(np.int64)
+    bad = (y < 0) | (y >= k)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ConfigError(
+            f"labels must be integers in [0, k) = [0, {k}); y[{i}] = {int(y[i])} is out of range. "
+            f"Number the classes 0 … {k - 1} (or build the model with more outputs)."
+        )
+    return y.astype(np.int64)
+
+
+def check_sign_labels(y) -> np.ndarray:
+    """Labels as a float64 array of shape (n,) after checking every one is −1 or +1.
+
+    Raises `ConfigError` naming the first offending label (and saying how to map {0, 1}
+    labels). Called by `binary_dataset` and by `make_problem` for the logistic loss.
+    """
+    y = as_real_array("y", y, finite=False)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.size == 0:
+        raise ConfigError(f"labels `y` must have shape (n,) with n ≥ 1; got shape {y.shape}.")
+    bad = ~np.isin(y, (-1.0, 1.0))
+    if bad.any():
+        i = int(np.argwhere(bad)[0, 0])
+        zero_one = bool(np.all(np.isin(y, (0.0, 1.0))))
+        how = (
+            "These look like {0, 1} labels: pass y = 2·y − 1."
+            if zero_one
+            else "Map your two classes to ±1 (e.g. y = 2·y01 − 1)."
+        )
+        raise ConfigError(
+            f"labels must be −1 or +1 for the logistic loss log(1 + exp(−y f(x))); "
+            f"y[{i}] = {float(y[i])!r}. {how}"
+        )
+    return y

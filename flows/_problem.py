@@ -12,11 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from ._classification_data import check_labels
 from ._data import Dataset
 from ._errors import ConfigError
-from ._losses import TARGET_KINDS, squared_error
-from ._separable_data import check_sign_labels
+from ._losses import TARGET_KINDS, check_labels, check_sign_labels, squared_error
 from ._validate import as_choice, as_key, as_real_array
 from .models.base import AbstractModel
 

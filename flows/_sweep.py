@@ -363,7 +363,7 @@ def point_id(m: int, alpha: float, seed: int) -> str:
 @functools.lru_cache(maxsize=8)
 def _data_and_units(target: str, data: str, n: int):
     from ._data import assumption_data, moments, paper_data
-    from .experiments.multistage import Units
+    from .experiments.multistage.experiment import Units
 
     ds = paper_data(target, n=n) if data == "paper" else assumption_data(target, n=n)
     return ds, Units.of(moments(ds))
@@ -418,7 +418,7 @@ def _blank_record(cfg: SweepConfig, m: int, alpha: float, seed: int) -> dict:
 
 
 def _fill_from_trajectory(rec: dict, traj, cfg: SweepConfig, units) -> None:
-    from .experiments.multistage import stage_times
+    from .experiments.multistage.experiment import stage_times
 
     st = traj.stats
     o = traj.observables

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import flows
-from flows._bias_observables import classification_observables, homogeneous_observables
-from flows._classification_data import (
+from flows.experiments import bias_plateau as bp
+from flows.experiments import bias_plateau as ex
+from flows.experiments.bias_plateau.data import (
     check_labels,
     class_sum_cross_entropy,
     digits_data,
@@ -20,8 +21,11 @@ from flows._classification_data import (
     orthogonal_data,
     scale_to_unit_ball,
 )
-from flows._interpolation import alpha_grid, interpolate, plateau
-from flows.experiments import bias_plateau as ex
+from flows.experiments.bias_plateau.interpolation import alpha_grid, interpolate, plateau
+from flows.experiments.bias_plateau.observables import (
+    classification_observables,
+    homogeneous_observables,
+)
 from flows.models.deep import DeepFCN
 from flows.models.homogeneous import Homogeneous
 from reduced import bias_plateau as rbp
@@ -169,7 +173,7 @@ def test_theorem1_on_constructed_net():
 
 
 def test_plateau_lengths():
-    c = flows._interpolation.InterpolationCurve(
+    c = bp.interpolation.InterpolationCurve(
         alphas=np.linspace(0, 1, 5),
         loss=np.array([math.log(4), math.log(4) + 0.01, 1.0, 0.5, 0.1]),
         error=np.array([0.75, 0.75, 0.74, 0.2, 0.0]),

@@ -123,7 +123,7 @@ def test_check_exit_codes(tmp_path, monkeypatch, capsys):
         sweep_seeds=(0,),
         sweep_n=40,
     )
-    monkeypatch.setattr(ex, "default_config", lambda quick=False: tiny)
+    monkeypatch.setattr(ex.EXPERIMENT, "default_config", lambda quick=False: tiny)
     code = _cli.main(["check", "multistage", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert "claim" in out and "verdict" in out
@@ -131,7 +131,7 @@ def test_check_exit_codes(tmp_path, monkeypatch, capsys):
     assert code == (1 if "FAILS" in out else 0)
     # a failing applicable check gives exit 1
     broken = dataclasses.replace(tiny, slope_tol=1e-9)
-    monkeypatch.setattr(ex, "default_config", lambda quick=False: broken)
+    monkeypatch.setattr(ex.EXPERIMENT, "default_config", lambda quick=False: broken)
     assert _cli.main(["check", "multistage", "--out", str(tmp_path)]) == 1
 
 

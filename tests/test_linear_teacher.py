@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import flows
+from flows._baselines import sgd_to_epsilon
 from flows._late_phase import late_phase_flow
-from flows._separable_data import (
+from flows.experiments import linear_teacher as lt
+from flows.experiments.linear_teacher.data import (
     antipodal_with_outlier,
     binary_dataset,
     check_separable,
@@ -15,9 +17,7 @@ from flows._separable_data import (
     symmetric_gaussians,
     teacher_ball,
 )
-from flows._sgd import sgd_to_epsilon
-from flows._teacher_observables import evaluate, teacher_observables
-from flows.experiments import linear_teacher as lt
+from flows.experiments.linear_teacher.observables import evaluate, teacher_observables
 from flows.models.leaky import LeakyReLUNet
 from reduced import max_margin as mm
 

@@ -17,7 +17,7 @@ import pytest
 
 import flows
 from flows import _cli
-from flows.experiments import EXPERIMENTS
+from flows.experiments import EXPERIMENTS, Report
 from flows.experiments.base import MANIFEST, OutputDir
 from flows.models import TwoLayer
 
@@ -107,27 +107,20 @@ def test_output_dir_abort_and_killed_runs_leave_nothing(tmp_path):
 def test_check_keeps_the_users_files_cli(name, tmp_path, monkeypatch, capsys):
     """`flows check X --out D` with D/X/notes.txt: the note survives (the experiment's run
     replaced by one that writes its declared files through OutputDir)."""
-    mod = EXPERIMENTS[name]
+    exp = EXPERIMENTS[name]
 
     def fake_run(cfg, out, **kw):
-        od = OutputDir(Path(out) / name, mod.FILES, name)
-        for n in mod.FILES:
+        od = OutputDir(Path(out) / name, exp.files, name)
+        for n in exp.files:
             od.path(n).write_text("x")
-        files = od.commit()
-        return mod.Report(name, [], files, {}) if hasattr(mod, "Report") else _report(files)
+        return Report(name, [], od.commit(), {})
 
-    monkeypatch.setattr(mod, "run", fake_run)
+    monkeypatch.setattr(exp, "run", fake_run)
     (tmp_path / name).mkdir()
     (tmp_path / name / "notes.txt").write_text("keep")
     assert _cli.main(["check", name, "--quick", "--out", str(tmp_path)]) == 0
     assert (tmp_path / name / "notes.txt").read_text() == "keep"
-    assert all((tmp_path / name / n).exists() for n in mod.FILES)
-
-
-def _report(files):
-    from flows.experiments import Report
-
-    return Report("x", [], files, {})
+    assert all((tmp_path / name / n).exists() for n in exp.files)
 
 
 # ---------------------------------------------------------------------------------------

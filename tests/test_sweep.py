@@ -10,6 +10,7 @@ import xarray as xr
 
 import flows
 from flows import _batch, _cli, _sweep
+from flows.experiments import multistage as msx
 from flows.models import TwoLayer
 
 # One tiny grid for every sweep here: one width, so one compiled batched solve (B = 2).
@@ -128,7 +129,7 @@ def test_simulate_batch_equals_one_by_one(reference):
     round-off as `simulate` (same settings as the sweep, so the compiled solve is reused)."""
     probs = _problems()
     t1s = [5.0, 8.0]  # different horizons in one batch
-    kw = dict(rtol=1e-6, atol=1e-9, observables=flows.multistage_observables)
+    kw = dict(rtol=1e-6, atol=1e-9, observables=msx.multistage_observables)
     batch = _batch.simulate_batch(probs, t1s=t1s, n_save=41, **kw)
     for prob, t1, tr in zip(probs, t1s, batch, strict=True):
         ref = flows.simulate(prob, t1=t1, n_save=41, save_params="none", **kw)

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows import _classification_data, _problem, _separable_data
-from flows._classification_data import check_labels, class_sum_cross_entropy, orthogonal_data
+from flows import _problem
 from flows._validate import (
     MAX_SEED,
     as_bool,
@@ -28,6 +27,14 @@ from flows._validate import (
     as_seed,
     as_tolerance,
 )
+from flows.experiments import linear_teacher as lt
+from flows.experiments.bias_plateau import data as _classification_data
+from flows.experiments.bias_plateau.data import (
+    check_labels,
+    class_sum_cross_entropy,
+    orthogonal_data,
+)
+from flows.experiments.linear_teacher import data as _separable_data
 from flows.models import DeepFCN, Homogeneous, LeakyReLUNet, TwoLayer
 
 ConfigError = flows.ConfigError
@@ -266,7 +273,7 @@ def test_make_problem_refuses_zero_one_labels_for_the_logistic_loss():
     with pytest.raises(ConfigError, match=r"−1 or \+1.*\{0, 1\}.*2·y − 1"):
         flows.make_problem(LeakyReLUNet(k=2, d=1), data, loss_fn=flows.logistic)
     with pytest.raises(ConfigError, match=r"−1 or \+1"):
-        flows.check_separable([[1.0], [2.0]], [0.0, 1.0])
+        lt.check_separable([[1.0], [2.0]], [0.0, 1.0])
     ok = flows.from_arrays([[1.0], [-1.0]], [1.0, -1.0])
     p = flows.make_problem(LeakyReLUNet(k=2, d=1), ok, loss_fn=flows.logistic)
     assert np.isfinite(float(p.loss(p.theta0)))
@@ -359,21 +366,30 @@ def test_dataset_constructor_checks_its_arrays():
 
 def test_data_generators_accept_numpy_numbers_and_refuse_bad_ones():
     assert orthogonal_data(k=np.int64(3), d=np.int64(4), sigma=np.float32(0.1)).n == 30
-    assert flows.symmetric_gaussians(n=np.int64(10), std=np.float32(1.0)).train.n == 10
-    assert flows.teacher_ball(n=np.int64(5), margin=jnp.asarray(0.1)).train.n == 5
-    assert flows.digits_pair(a=np.int64(0), b=np.int32(1), n_train=np.int64(20)).train.n == 20
+    assert lt.symmetric_gaussians(n=np.int64(10), std=np.float32(1.0)).train.n == 10
+    assert lt.teacher_ball(n=np.int64(5), margin=jnp.asarray(0.1)).train.n == 5
+    assert lt.digits_pair(a=np.int64(0), b=np.int32(1), n_train=np.int64(20)).train.n == 20
     for make, match in (
         (lambda: orthogonal_data(k=3, d=4, seed=-1), "`seed`"),
         (lambda: orthogonal_data(k=3, d=4, sigma="0.1"), "`sigma`"),
         (lambda: orthogonal_data(k=3.0, d=4), "`k`"),
-        (lambda: flows.symmetric_gaussians(std="1"), "`std`"),
-        (lambda: flows.symmetric_gaussians(n=10, n_test=3), "`n_test` must be even"),
-        (lambda: flows.symmetric_gaussians(n=10, mean=[1.0, 2.0, 3.0]), "`mean`"),
-        (lambda: flows.teacher_ball(margin=np.nan), "`margin`"),
-        (lambda: flows.digits_pair(a=1.0), "`a`"),
-        (lambda: flows.digits_pair(a=0, b=10), "`b`"),
-        (lambda: flows.antipodal_with_outlier(mean=0.0), "`mean`"),
-        (lambda: flows.antipodal_with_outlier(outlier=["a", "b"]), "`outlier`"),
+        (lambda: lt.symmetric_gaussians(std="1"), "`std`"),
+        (
+            lambda: lt.symmetric_gaussians(n=10, n_test=3),
+            "`n_test` must be even",
+        ),
+        (
+            lambda: lt.symmetric_gaussians(n=10, mean=[1.0, 2.0, 3.0]),
+            "`mean`",
+        ),
+        (lambda: lt.teacher_ball(margin=np.nan), "`margin`"),
+        (lambda: lt.digits_pair(a=1.0), "`a`"),
+        (lambda: lt.digits_pair(a=0, b=10), "`b`"),
+        (lambda: lt.antipodal_with_outlier(mean=0.0), "`mean`"),
+        (
+            lambda: lt.antipodal_with_outlier(outlier=["a", "b"]),
+            "`outlier`",
+        ),
         (lambda: _classification_data.digits_data(split=["train"]), "`split`"),
         (lambda: _classification_data.digits_data(subset_seed=-1), "`subset_seed`"),
     ):
@@ -385,11 +401,11 @@ def test_teacher_ball_gives_up_on_an_unreachable_margin(monkeypatch):
     # before: the rejection loop never ended for a margin no point of the ball reaches
     monkeypatch.setattr(_separable_data, "_MAX_REJECTION_DRAWS", 10**4)
     with pytest.raises(ConfigError, match="`margin`.*too large"):
-        flows.teacher_ball(n=10, d=200, margin=0.9)
+        lt.teacher_ball(n=10, d=200, margin=0.9)
 
 
 def test_antipodal_teacher_is_finite():
-    ao = flows.antipodal_with_outlier(mean=np.float32(3.0))
+    ao = lt.antipodal_with_outlier(mean=np.float32(3.0))
     assert np.all(np.isfinite(ao.teacher))
 
 

@@ -1,16 +1,30 @@
-"""Experiments: one module per paper, each with `Config`, `default_config(quick)` and
-`run(config, out_dir)` returning a `Report` (checks, files, results)."""
+"""Papers as plug-ins: one sub-package per paper, each with an `EXPERIMENT` implementing
+`AbstractExperiment` (`flows.experiments.base`). The CLI (`flows check|simulate|sweep`) is
+generated from `EXPERIMENTS`; adding a paper adds one sub-package and one line here."""
 
 from . import bias_plateau as bias_plateau
 from . import linear_teacher as linear_teacher
 from . import multistage as multistage
+from .base import AbstractExperiment as AbstractExperiment
 from .base import Report as Report
+from .base import Simulated as Simulated
 
-#: Registry used by `flows check`; adding a paper adds one entry.
-EXPERIMENTS = {
-    "multistage": multistage,
-    "bias-plateau": bias_plateau,
-    "linear-teacher": linear_teacher,
+#: The registry: CLI name → experiment.
+EXPERIMENTS: dict[str, AbstractExperiment] = {
+    e.name: e
+    for e in (
+        multistage.EXPERIMENT,
+        bias_plateau.EXPERIMENT,
+        linear_teacher.EXPERIMENT,
+    )
 }
 
-__all__ = ["EXPERIMENTS", "Report", "bias_plateau", "linear_teacher", "multistage"]
+__all__ = [
+    "EXPERIMENTS",
+    "AbstractExperiment",
+    "Report",
+    "Simulated",
+    "bias_plateau",
+    "linear_teacher",
+    "multistage",
+]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any, ClassVar
 
 from .._checks import Check
 from .._errors import ConfigError
-from .._trajectory import versions
+from .._flags import Flag
+from .._trajectory import Trajectory, versions
 
 
 @dataclasses.dataclass
@@ -232,3 +235,53 @@ def mpl_rcparams():
     import matplotlib
 
     return matplotlib.rcParams
+
+
+# ---------------------------------------------------------------------------------------
+# The plug-in interface
+
+
+@dataclasses.dataclass
+class Simulated:
+    """What `AbstractExperiment.simulate` returns: the run, and the rtol its accuracy
+    certificate is judged against (None for a discrete baseline such as GD)."""
+
+    traj: Trajectory
+    rtol: float | None
+
+
+class AbstractExperiment(abc.ABC):
+    """One paper as a plug-in: `flows check|simulate|sweep <name>` are generated from it.
+
+    A member declares `name` (the CLI name), `title` (the paper), `files` (what `run`
+    writes into `out/<name>/`), `simulate_flags` and `sweep_flags`, and implements
+    `default_config`, `run` and `simulate`; `sweep` is optional (the CLI then has no
+    `flows sweep <name>`).
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    files: ClassVar[tuple[str, ...]]
+    simulate_flags: ClassVar[tuple[Flag, ...]]
+    sweep_flags: ClassVar[tuple[Flag, ...]] = ()
+
+    @abc.abstractmethod
+    def default_config(self, quick: bool = False):
+        """The built-in configuration (`quick`: a smaller, faster one)."""
+
+    @abc.abstractmethod
+    def run(self, cfg, out: Path, *, progress: bool = True) -> Report:
+        """`flows check <name>`: every run and check; outputs under `out/<name>/`."""
+
+    @abc.abstractmethod
+    def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
+        """`flows simulate <name>`: one run from the given flags (name → value; absent
+        flags take the experiment's defaults)."""
+
+    def sweep(self, out: Path, options: dict, **engine) -> Any:
+        """`flows sweep <name>`: a resumable grid through `flows.sweep`'s engine."""
+        raise ConfigError(f"`flows sweep {self.name}` is not available.")
+
+    @property
+    def has_sweep(self) -> bool:
+        return type(self).sweep is not AbstractExperiment.sweep

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._errors import ConfigError
-from ._losses import cross_entropy
+from ..._errors import ConfigError
+from ..._losses import cross_entropy
 
 __all__ = ["InterpolationCurve", "interpolate", "alpha_grid", "plateau", "Plateau"]
 

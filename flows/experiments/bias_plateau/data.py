@@ -16,10 +16,10 @@ import dataclasses
 import jax.numpy as jnp
 import numpy as np
 
-from ._data import Dataset
-from ._errors import ConfigError
-from ._losses import cross_entropy
-from ._validate import as_choice, as_float, as_int, as_real_array, as_seed
+from ..._data import Dataset
+from ..._errors import ConfigError
+from ..._losses import check_labels, cross_entropy
+from ..._validate import as_choice, as_float, as_int, as_seed
 
 __all__ = [
     "orthogonal_data",
@@ -36,45 +36,6 @@ __all__ = [
 
 _K_HINT = "`k` is the number of classes."
 _N_HINT = "`n_per_class` is the number of samples per class."
-
-
-def check_labels(y, k: int) -> np.ndarray:
-    """Labels as an int64 array after checking they are integers in [0, k).
-
-    Integral floats (1.0) are accepted, and bools as 0/1; fractional, negative, ≥ k,
-    non-finite, complex or non-numeric labels raise `ConfigError` naming the first
-    offending label. Called by the classification data constructors and by
-    `make_problem` for every cross-entropy loss (which would otherwise turn a label ≥ k
-    into a NaN loss, wrap −1 to class k − 1 and truncate 0.5 to 0).
-    """
-    k = as_int("k", k, minimum=2, hint=_K_HINT)
-    y = as_real_array("y", y, dtype=None, finite=False, hint="Class labels are 0, 1, …, k − 1.")
-    if y.ndim == 2 and y.shape[1] == k and y.shape[0] > 0:
-        raise ConfigError(
-            f"labels `y` must have shape (n,) (class indices in [0, {k})); got shape {y.shape}, "
-            "which looks one-hot: pass y.argmax(axis=1)."
-        )
-    if y.ndim != 1:
-        raise ConfigError(f"labels `y` must have shape (n,); got shape {y.shape}.")
-    if y.size == 0:
-        raise ConfigError("labels `y` are empty: need at least one sample.")
-    if not np.issubdtype(y.dtype, np.integer):
-        bad = ~np.isfinite(y) | (y != np.round(y))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ConfigError(
-                f"labels must be integers in [0, {k}); y[{i}] = {float(y[i])!r} is not an "
-                "integer. Class labels are 0, 1, …, k − 1."
-            )
-        y = y.astype(np.int64)
-    bad = (y < 0) | (y >= k)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ConfigError(
-            f"labels must be integers in [0, k) = [0, {k}); y[{i}] = {int(y[i])} is out of range. "
-            f"Number the classes 0 … {k - 1} (or build the model with more outputs)."
-        )
-    return y.astype(np.int64)
 
 
 def class_counts(y, k: int) -> np.ndarray:

@@ -37,25 +37,35 @@ import numpy as np
 from reduced import bias_plateau as rbp
 from reduced import interpolation as rint
 
-from .._bias_observables import classification_observables, homogeneous_observables
-from .._checks import Check
-from .._classification_data import (
+from ... import _flags as fl
+from ..._checks import Check
+from ..._data import Dataset
+from ..._errors import ConfigError
+from ..._flags import Flag
+from ..._problem import make_problem
+from ..._simulate import SOLVERS, gradient_descent, simulate
+from ..._stages import first_crossing
+from ..._trajectory import Trajectory
+from ...models.deep import DEEP_ACTIVATIONS, DeepFCN
+from ...models.homogeneous import Homogeneous
+from ..base import (
+    AbstractExperiment,
+    OutputDir,
+    Report,
+    Simulated,
+    mpl_rcparams,
+    new_figure,
+    write_results_json,
+)
+from .data import (
     balance_reason,
     class_sum_cross_entropy,
     digits_data,
     orthogonal_data,
     scale_to_unit_ball,
 )
-from .._data import Dataset
-from .._errors import ConfigError
-from .._interpolation import InterpolationCurve, interpolate, plateau
-from .._problem import make_problem
-from .._simulate import SOLVERS, gradient_descent, simulate
-from .._stages import first_crossing
-from .._trajectory import Trajectory
-from ..models.deep import DEEP_ACTIVATIONS, DeepFCN
-from ..models.homogeneous import Homogeneous
-from .base import OutputDir, Report, mpl_rcparams, new_figure, write_results_json
+from .interpolation import InterpolationCurve, interpolate, plateau
+from .observables import classification_observables, homogeneous_observables
 
 NAME = "bias-plateau"
 #: The files `run` writes into `out/NAME/` (nothing else there is touched).
@@ -1242,3 +1252,40 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         files,
         {"t_learned": main.t_learned.tolist(), "wall_s": time.perf_counter() - start},
     )
+
+
+# ---------------------------------------------------------------------------------------
+# The plug-in: `flows check|simulate bias-plateau`
+
+
+class BiasPlateauExperiment(AbstractExperiment):
+    """§4's r-homogeneous net and deep nets with an output bias (the bias-plateau paper)."""
+
+    name = NAME
+    title = (
+        'Plateau in Monotonic Linear Interpolation — A "Biased" View of Loss Landscape for '
+        "Deep Networks"
+    )
+    files = FILES
+    simulate_flags = (
+        Flag("k", "classes (default 4)", fl.count("--k", 2)),
+        Flag("r", "homogeneity degree r (default 4)", fl.count("--r")),
+        Flag("delta", "init scale δ in (0, 1) (default 0.1)", fl.real("--delta", positive=True)),
+        Flag("seed", "PRNG seed (default 0)", fl.seed()),
+    )
+
+    def default_config(self, quick: bool = False) -> Config:
+        return default_config(quick)
+
+    def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
+        return run(cfg, out, progress=progress)
+
+    def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
+        """The r-homogeneous example's exact flow (t1 from the reduced model's blow-up
+        times)."""
+        given = {k: v for k, v in options.items() if v is not None}
+        cfg = dataclasses.replace(Config(), **given)
+        return Simulated(run_homogeneous(cfg).traj, cfg.rtol)
+
+
+EXPERIMENT = BiasPlateauExperiment()

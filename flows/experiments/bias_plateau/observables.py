@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ._losses import cross_entropy
+from ..._losses import cross_entropy
 
 __all__ = ["classification_observables", "homogeneous_observables", "top_gap"]
 

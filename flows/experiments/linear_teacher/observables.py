@@ -16,7 +16,7 @@ import numpy as np
 
 from reduced.linear_teacher import smoothed_margin
 
-from ._errors import ConfigError
+from ..._errors import ConfigError
 
 __all__ = ["teacher_observables", "clustering", "linear_region_outside", "LOG2"]
 

@@ -13,9 +13,10 @@ import math
 
 import numpy as np
 
-from ._data import Dataset, from_arrays
-from ._errors import ConfigError
-from ._validate import as_bool, as_float, as_int, as_real_array, as_seed
+from ..._data import Dataset, from_arrays
+from ..._errors import ConfigError
+from ..._losses import check_sign_labels
+from ..._validate import as_bool, as_float, as_int, as_real_array, as_seed
 
 __all__ = [
     "Separability",
@@ -113,33 +114,6 @@ def check_separable(x, y, *, bias: bool = False, tol: float = 1e-9) -> Separabil
     return Separability(
         False, t, None, f"NOT linearly separable {where} (LP optimum t* = {t:.2e} ≤ {tol:g})"
     )
-
-
-def check_sign_labels(y) -> np.ndarray:
-    """Labels as a float64 array of shape (n,) after checking every one is −1 or +1.
-
-    Raises `ConfigError` naming the first offending label (and saying how to map {0, 1}
-    labels). Called by `binary_dataset` and by `make_problem` for the logistic loss.
-    """
-    y = as_real_array("y", y, finite=False)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1 or y.size == 0:
-        raise ConfigError(f"labels `y` must have shape (n,) with n ≥ 1; got shape {y.shape}.")
-    bad = ~np.isin(y, (-1.0, 1.0))
-    if bad.any():
-        i = int(np.argwhere(bad)[0, 0])
-        zero_one = bool(np.all(np.isin(y, (0.0, 1.0))))
-        how = (
-            "These look like {0, 1} labels: pass y = 2·y − 1."
-            if zero_one
-            else "Map your two classes to ±1 (e.g. y = 2·y01 − 1)."
-        )
-        raise ConfigError(
-            f"labels must be −1 or +1 for the logistic loss log(1 + exp(−y f(x))); "
-            f"y[{i}] = {float(y[i])!r}. {how}"
-        )
-    return y
 
 
 def binary_dataset(x, y, name: str = "user", meta: dict | None = None) -> Dataset:

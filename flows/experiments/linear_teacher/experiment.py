@@ -26,18 +26,20 @@ import numpy as np
 from reduced import max_margin as mm
 from reduced.linear_teacher import leaky_relu
 
-from .._checks import Check
-from .._errors import ConfigError
-from .._late_phase import late_phase_flow, late_save_times
-from .._losses import logistic
-from .._problem import make_problem
-from .._separable_data import antipodal_with_outlier, digits_pair, symmetric_gaussians
-from .._sgd import sgd_to_epsilon
-from .._simulate import gradient_descent
-from .._teacher_observables import LOG2, teacher_observables
-from .._trajectory import Trajectory
-from ..models.leaky import LeakyReLUNet
-from .base import OutputDir, Report, new_figure, write_results_json
+from ... import _flags as fl
+from ..._baselines import sgd_to_epsilon
+from ..._checks import Check
+from ..._errors import ConfigError
+from ..._flags import Flag
+from ..._late_phase import late_phase_flow, late_save_times
+from ..._losses import logistic
+from ..._problem import make_problem
+from ..._simulate import gradient_descent
+from ..._trajectory import Trajectory
+from ...models.leaky import LeakyReLUNet
+from ..base import AbstractExperiment, OutputDir, Report, Simulated, new_figure, write_results_json
+from .data import antipodal_with_outlier, digits_pair, symmetric_gaussians
+from .observables import LOG2, teacher_observables
 
 NAME = "linear-teacher"
 #: The files `run` writes into `out/NAME/` (nothing else there is touched).
@@ -844,3 +846,40 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         raise
     say("done")
     return Report(NAME, checks, files, {"par": agree, "sgd": rows})
+
+
+# ---------------------------------------------------------------------------------------
+# The plug-in: `flows check|simulate linear-teacher`
+
+
+class LinearTeacherExperiment(AbstractExperiment):
+    """Leaky-ReLU ±v nets on linearly separable data (the linear-teacher paper)."""
+
+    name = NAME
+    title = "Towards Understanding Learning in Neural Networks with Linear Teachers"
+    files = FILES
+    simulate_flags = (
+        Flag("k", "neurons per type (default 10)", fl.count("--k")),
+        Flag("init", f"init scale in (0, {MAX_INIT:g}] (default 1e-4)", fl.positive("--init")),
+        Flag("slope", "leaky slope α in [0, 1) (default 0.1)", fl.real("--slope", lo=0.0, hi=1.0)),
+        Flag("seed", "PRNG seed (default 0)", fl.seed()),
+        Flag("t1", "final time (default 1e8)", fl.positive("--t1")),
+    )
+
+    def default_config(self, quick: bool = False) -> Config:
+        return default_config(quick)
+
+    def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
+        return run(cfg, out, progress=progress)
+
+    def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
+        """The exact flow on symmetric Gaussians with the loss clock."""
+        given = {k: v for k, v in options.items() if v is not None and k != "init"}
+        cfg = dataclasses.replace(Config(), **given)
+        data = symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
+        obs = teacher_observables(teacher=data.teacher, beta=cfg.beta)
+        init = cfg.small_init if options.get("init") is None else options["init"]
+        return Simulated(run_flow(cfg, data, init, obs), cfg.rtol)
+
+
+EXPERIMENT = LinearTeacherExperiment()

@@ -20,16 +20,26 @@ import numpy as np
 
 from reduced import multistage as ms
 
-from .._checks import Check
-from .._data import DataMoments, Dataset, assumption_data, moments, paper_data
-from .._errors import ConfigError
-from .._observables import multistage_observables
-from .._problem import make_problem
-from .._simulate import SOLVERS, simulate
-from .._stages import average_decay_rate, detect_stages_from_loss, first_crossing
-from .._trajectory import Trajectory
-from ..models import TwoLayer
-from .base import OutputDir, Report, new_figure, write_results_json
+from ... import _flags as fl
+from ..._checks import Check
+from ..._data import TARGETS, DataMoments, Dataset, assumption_data, moments, paper_data
+from ..._errors import ConfigError
+from ..._flags import Flag
+from ..._problem import make_problem
+from ..._resources import check_memory, two_layer_bytes
+from ..._simulate import SOLVERS, gradient_descent, simulate
+from ..._stages import average_decay_rate, detect_stages_from_loss, first_crossing
+from ..._trajectory import Trajectory
+from ...models import TwoLayer
+from ..base import (
+    AbstractExperiment,
+    OutputDir,
+    Report,
+    Simulated,
+    new_figure,
+    write_results_json,
+)
+from .observables import multistage_observables
 
 NAME = "multistage"
 #: The files `run` writes into `out/NAME/` (nothing else there is touched).
@@ -775,3 +785,150 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         outdir.abort()
         raise
     return Report(NAME, checks, files, {"stage_times_tau": st, "sweep_fits": fits})
+
+
+# ---------------------------------------------------------------------------------------
+# The plug-in: `flows check|simulate|sweep multistage`
+
+
+def _solver_names() -> tuple[str, ...]:
+    return ("auto", *sorted(SOLVERS))
+
+
+class MultistageExperiment(AbstractExperiment):
+    """Two-layer tanh nets from small initialization (the multi-stage paper)."""
+
+    name = NAME
+    title = "Analyzing Multi-Stage Loss Curves: Plateau and Descent Mechanisms in Neural Networks"
+    files = FILES
+    simulate_flags = (
+        Flag("m", "width (default 1000)", fl.count("--m")),
+        Flag("alpha", "init exponent α (default 1)", fl.real("--alpha")),
+        Flag("target", "target function (default f1)", choices=tuple(sorted(TARGETS))),
+        Flag("data", "data set (default paper)", choices=("paper", "assumption")),
+        Flag("n", "number of data points (default 1000)", fl.count("--n", 2)),
+        Flag("t1", "final time (default 20)", fl.positive("--t1")),
+        Flag("seed", "PRNG seed (default 0)", fl.seed()),
+        Flag(
+            "solver",
+            "ODE solver (default tsit5; auto: rkc or tsit5 by rtol)",
+            choices=_solver_names(),
+        ),
+        Flag("rtol", "relative tolerance (default 1e-6)", fl.tolerance("--rtol", "1e-6")),
+        Flag("atol", "absolute tolerance (default 1e-9)", fl.tolerance("--atol", "1e-9")),
+        Flag("n_save", "save times (default 401)", fl.count("--n-save", 2)),
+        Flag("max_steps", "solver step budget (default 200000)", fl.count("--max-steps")),
+        Flag(
+            "save_params", "θ saved at: all, ends (default), none", choices=("all", "ends", "none")
+        ),
+        Flag("method", "exact gradient flow (default) or gradient descent", choices=("flow", "gd")),
+        Flag("lr", "learning rate for --method gd (default 1e-3)", fl.positive("--lr")),
+        Flag("progress", "print a progress meter", action="store_true"),
+    )
+    sweep_flags = (
+        Flag("m", "widths, comma-separated (e.g. 1000,5000)", required=True),
+        Flag("alpha", "init exponents α > 1/2 (e.g. 0.75,1.0)", required=True),
+        Flag("seeds", "seeds: a range 0-2 or a list 0,1,2 (default 0)", default="0"),
+        Flag(
+            "target", "target function (default f1)", choices=tuple(sorted(TARGETS)), default="f1"
+        ),
+        Flag("data", "data set (default paper)", choices=("paper", "assumption"), default="paper"),
+        Flag("n", "number of data points (default 1000)", fl.count("--n", 2), default=1000),
+        Flag(
+            "solver",
+            "ODE solver, e.g. tsit5 (default) or rkc",
+            choices=tuple(sorted(SOLVERS)),
+            default="tsit5",
+        ),
+        Flag(
+            "vector_field",
+            "autodiff (default) or the hand-derived fused two-layer field",
+            choices=("autodiff", "fused"),
+            default="autodiff",
+        ),
+        Flag(
+            "dtype",
+            "precision of data, θ and the solve (default float64)",
+            choices=("float64", "float32"),
+            default="float64",
+        ),
+        Flag(
+            "rtol",
+            "relative tolerance (default 1e-6)",
+            fl.tolerance("--rtol", "1e-6"),
+            default=1e-6,
+        ),
+        Flag(
+            "atol",
+            "absolute tolerance (default 1e-9)",
+            fl.tolerance("--atol", "1e-9"),
+            default=1e-9,
+        ),
+        Flag(
+            "beta",
+            "T_d threshold β in (0, 1) (default 0.1)",
+            fl.real("--beta", lo=0.0, hi=1.0),
+            default=0.1,
+        ),
+        Flag("n_save", "save times per run (default 401)", fl.count("--n-save", 2), default=401),
+        Flag(
+            "margin",
+            "horizon τ₁ = (2α−1)/2·ln m + margin, in the theorems' time (default 8)",
+            fl.real("--margin", nonnegative=True),
+            default=8.0,
+        ),
+        Flag(
+            "max_steps",
+            "step budget per run (default 200000)",
+            fl.count("--max-steps"),
+            default=200_000,
+        ),
+        Flag(
+            "batch_size",
+            "most runs per vmapped batch (default 8)",
+            fl.count("--batch-size"),
+            default=8,
+        ),
+    )
+
+    def default_config(self, quick: bool = False) -> Config:
+        return default_config(quick)
+
+    def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
+        return run(cfg, out, progress=progress)
+
+    def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
+        o = {
+            "m": 1000, "alpha": 1.0, "target": "f1", "data": "paper", "n": 1000, "t1": 20.0,
+            "seed": 0, "solver": "tsit5", "rtol": 1e-6, "atol": 1e-9, "n_save": 401,
+            "max_steps": 200_000, "save_params": "ends", "method": "flow", "lr": 1e-3,
+            "progress": False,
+        } | {k: v for k, v in options.items() if v is not None}  # fmt: skip
+        cfg = Config(
+            m=o["m"], alpha=o["alpha"], target=o["target"], data=o["data"], n=o["n"],
+            seed=o["seed"], t1=o["t1"], solver=o["solver"], rtol=o["rtol"], atol=o["atol"],
+        )  # fmt: skip
+        check_memory(
+            two_layer_bytes(cfg.n, cfg.m), f"--m {cfg.m} with --n {cfg.n}", "Reduce --m or --n."
+        )
+        data = make_data(cfg)
+        problem = make_problem(TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha), data, key=cfg.seed)
+        common = dict(n_save=o["n_save"], save_params=o["save_params"],
+                      observables=multistage_observables)  # fmt: skip
+        if o["method"] == "flow":
+            traj = simulate(
+                problem, t1=cfg.t1, solver=cfg.solver, rtol=cfg.rtol, atol=cfg.atol,
+                progress=o["progress"], max_steps=o["max_steps"], **common,
+            )  # fmt: skip
+        else:  # raises SolverError if GD diverges
+            traj = gradient_descent(problem, learning_rate=o["lr"], t1=cfg.t1, **common)
+        traj.config["experiment"] = {"name": NAME, **o}
+        return Simulated(traj, cfg.rtol if o["method"] == "flow" else None)
+
+    def sweep(self, out: Path, options: dict, **engine):
+        from ..._sweep import sweep
+
+        return sweep(out, experiment=NAME, **options, **engine)
+
+
+EXPERIMENT = MultistageExperiment()
