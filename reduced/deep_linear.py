@@ -123,8 +123,8 @@ def whiten(x: Float[ArrayLike, "n d"]) -> Float[Array, "n d"]:
 
 
 def mode_vector_field(
-    t, u: Float[ArrayLike, "*k"], s: Float[ArrayLike, "*k"]
-) -> Float[Array, "*k"]:
+    t, u: Float[ArrayLike, "*#k"], s: Float[ArrayLike, "*#k"]
+) -> Float[Array, "..."]:
     """Balanced mode dynamics u̇ = 2u(s − u) (τ = 1), diffrax signature `(t, y, args)`.
 
     Saxe et al., *Exact solutions to the nonlinear dynamics of learning in deep linear
@@ -156,8 +156,8 @@ def mode_pair_vector_field(t, state, s):
 
 
 def mode_strength(
-    t: Float[ArrayLike, "*k"], s: Float[ArrayLike, "*k"], u0: Float[ArrayLike, "*k"]
-) -> Float[Array, "*k"]:
+    t: Float[ArrayLike, "*#k"], s: Float[ArrayLike, "*#k"], u0: Float[ArrayLike, "*#k"]
+) -> Float[Array, "..."]:
     """Closed form u(t) = s e^{2st} / (e^{2st} − 1 + s/u₀) of u̇ = 2u(s − u), u(0) = u₀.
 
     Saxe et al., *Exact solutions to the nonlinear dynamics of learning in deep linear
@@ -183,8 +183,8 @@ def mode_strength(
 
 
 def mode_time(
-    fraction: Float[ArrayLike, "*k"], s: Float[ArrayLike, "*k"], u0: Float[ArrayLike, "*k"]
-) -> Float[Array, "*k"]:
+    fraction: Float[ArrayLike, "*#k"], s: Float[ArrayLike, "*#k"], u0: Float[ArrayLike, "*#k"]
+) -> Float[Array, "..."]:
     """Time at which the balanced mode reaches u = fraction·s from u(0) = u₀.
 
     Inverting the closed form (Saxe et al., *Exact solutions to the nonlinear dynamics of
