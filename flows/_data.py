@@ -93,8 +93,8 @@ def _target(name: str):
 
 
 def from_arrays(x, y, name: str = "user") -> Dataset:
-    """A `Dataset` from user arrays: `x` of shape (n,) or (n, d), `y` of shape (n,) (or
-    (n, 1)), stored as float64.
+    """A `Dataset` from user arrays: `x` of shape (n,) or (n, d), `y` of shape (n,) (scalar
+    targets; (n, 1) is read as (n,)) or (n, p) (vector targets, p ≥ 2), stored as float64.
 
     Any real numeric dtype is accepted (NumPy, JAX, lists); bool arrays are read as 0/1.
     Raises `ConfigError` for mismatched lengths, empty, ragged, complex, non-numeric or
@@ -108,8 +108,11 @@ def from_arrays(x, y, name: str = "user") -> Dataset:
         raise ConfigError(f"`x` must have shape (n,) or (n, d); got shape {x.shape}.")
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
-    if y.ndim != 1:
-        raise ConfigError(f"`y` must have shape (n,); got shape {y.shape}.")
+    if y.ndim not in (1, 2):
+        raise ConfigError(
+            f"`y` must have shape (n,) (scalar targets) or (n, p) (vector targets); got shape "
+            f"{y.shape}."
+        )
     if x.shape[0] != y.shape[0]:
         raise ConfigError(
             f"`x` and `y` must have the same number of samples; got {x.shape[0]} and {y.shape[0]}."

@@ -21,11 +21,19 @@ from ._validate import as_int, as_real_array
 
 
 def squared_error(pred, y):
-    """R = 1/(2n) Σ_i (f(x_i) − y_i)²: the multi-stage paper's risk on the empirical measure."""
-    return 0.5 * jnp.mean((pred - y) ** 2)
+    """R = 1/(2n) Σ_i ‖f(x_i) − y_i‖²: the multi-stage paper's risk on the empirical measure
+    (scalar outputs), and for vector outputs the sum over output components, averaged over
+    samples (the deep-linear paper's L = (1/2n) Σ_i ‖y_i − W₂W₁x_i‖²)."""
+    r = pred - y
+    if r.ndim == 1:
+        return 0.5 * jnp.mean(r**2)
+    return 0.5 * jnp.mean(jnp.sum(r**2, axis=tuple(range(1, r.ndim))))
 
 
-squared_error.description = "R = 1/(2n) * sum_i (f(x_i) - y_i)^2 (mean squared error / 2)"
+squared_error.description = (
+    "R = 1/(2n) * sum_i ||f(x_i) - y_i||^2 (squared error summed over outputs, averaged over "
+    "samples, halved)"
+)
 squared_error.targets = "real"
 
 

@@ -3,6 +3,7 @@
 generated from `EXPERIMENTS`; adding a paper adds one sub-package and one line here."""
 
 from . import bias_plateau as bias_plateau
+from . import deep_linear as deep_linear
 from . import linear_teacher as linear_teacher
 from . import multistage as multistage
 from .base import AbstractExperiment as AbstractExperiment
@@ -16,6 +17,7 @@ EXPERIMENTS: dict[str, AbstractExperiment] = {
         multistage.EXPERIMENT,
         bias_plateau.EXPERIMENT,
         linear_teacher.EXPERIMENT,
+        deep_linear.EXPERIMENT,
     )
 }
 
@@ -25,6 +27,7 @@ __all__ = [
     "Report",
     "Simulated",
     "bias_plateau",
+    "deep_linear",
     "linear_teacher",
     "multistage",
 ]
