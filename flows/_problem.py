@@ -17,6 +17,7 @@ from ._errors import ConfigError
 from ._losses import TARGET_KINDS, check_labels, check_sign_labels, squared_error
 from ._validate import as_choice, as_key, as_real_array
 from .models.base import AbstractModel
+from .models.function import FunctionModel
 
 VECTOR_FIELDS = ("autodiff", "fused")
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
@@ -180,7 +181,7 @@ def _check_targets(model, loss_fn, x, y, theta0):
 
 
 def make_problem(
-    model: AbstractModel,
+    model: AbstractModel | Callable,
     data: Dataset,
     key: PRNGKeyArray | int = 0,
     *,
@@ -190,6 +191,10 @@ def make_problem(
     dtype: str = "float64",
 ) -> Problem:
     """Build a `Problem`; θ(0) = `model.init(key)` unless `theta0` is given.
+
+    - `model`: a flows model (`flows.models`, or your own `AbstractModel`), or a plain
+      function `f(params, x)` of a parameter pytree — then `theta0` is required
+      (`flows.models.FunctionModel`).
 
     - `key`: an integer seed in [0, 2⁶³ − 1] (Python, NumPy or 0-d JAX integer) or a key
       already made by `jax.random.key(seed)` / `jax.random.PRNGKey(seed)`.
@@ -211,10 +216,17 @@ def make_problem(
     key, θ(0) or dtype is malformed.
     """
     if not isinstance(model, AbstractModel):
-        raise ConfigError(
-            f"`model` must be a flows model (e.g. flows.models.TwoLayer(m=100, d=1, alpha=1.0));"
-            f" got {type(model).__name__}."
-        )
+        if not callable(model):
+            raise ConfigError(
+                "`model` must be a flows model (e.g. flows.models.TwoLayer(m=100, d=1, "
+                f"alpha=1.0)) or a function f(params, x); got {type(model).__name__}."
+            )
+        if theta0 is None:
+            raise ConfigError(
+                "a model given as a function f(params, x) needs `theta0` (its parameters at "
+                "t = 0, any pytree of arrays)."
+            )
+        model = FunctionModel.of(model, theta0)
     if not isinstance(data, Dataset):
         raise ConfigError(
             f"`data` must be a flows Dataset; got {type(data).__name__}. Build one with "

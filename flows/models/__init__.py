@@ -4,6 +4,7 @@
 from .base import AbstractModel as AbstractModel
 from .deep import DEEP_ACTIVATIONS as DEEP_ACTIVATIONS
 from .deep import DeepFCN as DeepFCN
+from .function import FunctionModel as FunctionModel
 from .homogeneous import Homogeneous as Homogeneous
 from .leaky import LeakyReLUNet as LeakyReLUNet
 from .two_layer import ACTIVATIONS as ACTIVATIONS
@@ -17,4 +18,5 @@ __all__ = [
     "DeepFCN",
     "DEEP_ACTIVATIONS",
     "LeakyReLUNet",
+    "FunctionModel",
 ]
