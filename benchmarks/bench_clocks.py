@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 import flows
-from flows._late_phase import late_phase_flow
 from flows.experiments.linear_teacher.data import symmetric_gaussians
 from flows.models.leaky import LeakyReLUNet
 
@@ -39,9 +38,9 @@ def main() -> None:
         kw = dict(
             t1=args.t1, ts=ts, clock=clock, rtol=1e-6, atol=1e-9, max_steps=max_steps, throw=False
         )
-        late_phase_flow(problem, **kw)  # compile
+        flows.simulate(problem, **kw)  # compile
         start = time.perf_counter()
-        tr = late_phase_flow(problem, **kw)
+        tr = flows.simulate(problem, **kw)
         wall = time.perf_counter() - start
         ok = tr.stats["result"] == "successful"
         rows.append(

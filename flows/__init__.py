@@ -18,10 +18,17 @@ except _NotFound:  # pragma: no cover - running from a source tree that was neve
 _jax.config.update("jax_enable_x64", True)
 
 from . import models as models  # noqa: E402
+from ._baselines import gradient_descent as gradient_descent  # noqa: E402
 from ._baselines import sgd_to_epsilon as sgd_to_epsilon  # noqa: E402
 from ._batch import simulate_batch as simulate_batch  # noqa: E402
 from ._checks import Check as Check  # noqa: E402
 from ._checks import format_table as format_table  # noqa: E402
+from ._clocks import CLOCKS as CLOCKS  # noqa: E402
+from ._clocks import AbstractClock as AbstractClock  # noqa: E402
+from ._clocks import LogClock as LogClock  # noqa: E402
+from ._clocks import LossClock as LossClock  # noqa: E402
+from ._clocks import PhysicalClock as PhysicalClock  # noqa: E402
+from ._clocks import log_save_times as log_save_times  # noqa: E402
 from ._data import TARGETS as TARGETS  # noqa: E402
 from ._data import DataMoments as DataMoments  # noqa: E402
 from ._data import Dataset as Dataset  # noqa: E402
@@ -31,8 +38,6 @@ from ._data import moments as moments  # noqa: E402
 from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
-from ._late_phase import LATE_CLOCKS as LATE_CLOCKS  # noqa: E402
-from ._late_phase import late_phase_flow as late_phase_flow  # noqa: E402
 from ._losses import cross_entropy as cross_entropy  # noqa: E402
 from ._losses import logistic as logistic  # noqa: E402
 from ._losses import squared_error as squared_error  # noqa: E402
@@ -40,14 +45,14 @@ from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
 from ._rkc import RKC2 as RKC2  # noqa: E402
 from ._rkc import rkc_eval_counts as rkc_eval_counts  # noqa: E402
-from ._simulate import CLOCKS as CLOCKS  # noqa: E402
-from ._simulate import SOLVERS as SOLVERS  # noqa: E402
-from ._simulate import auto_solver as auto_solver  # noqa: E402
-from ._simulate import gradient_descent as gradient_descent  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
+from ._solvers import SOLVERS as SOLVERS  # noqa: E402
+from ._solvers import auto_solver as auto_solver  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
 from ._stages import first_crossing as first_crossing  # noqa: E402
-from ._sweep import plot_descent_sweep as plot_descent_sweep  # noqa: E402
+from ._stats import Result as Result  # noqa: E402
+from ._stats import SolveStats as SolveStats  # noqa: E402
+from ._sweep import AbstractSweepSpec as AbstractSweepSpec  # noqa: E402
 from ._sweep import sweep as sweep  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402

@@ -1,5 +1,7 @@
-"""SGD of Theorem 4.1 of the linear-teacher paper: epochs of sampling without replacement.
+"""Discrete baselines on the same problems as the flow: gradient descent (forward Euler on
+the flow, the papers' stand-in for it) and SGD.
 
+SGD of Theorem 4.1 of the linear-teacher paper: epochs of sampling without replacement,
 W_{t+1} = W_t − η ∇_W ℓ(y_{i_t} N_{W_t}(x_{i_t})), ℓ(q) = log(1 + e^{−q}), where each epoch
 visits the n points once in an order drawn from a PRNG key. Theorem 4.1: for separable
 data, any η > 0 and any initialization, the training loss L(W) = (1/n) Σ_i ℓ(y_i N(x_i))
@@ -17,11 +19,172 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from ._errors import ConfigError
+from ._errors import ConfigError, SolverError
+from ._misc import tree_sq_norm
 from ._problem import Problem
+from ._simulate import (
+    Observables,
+    check_initial_state,
+    check_save_params,
+    check_span,
+    no_observables,
+)
+from ._stats import Result, SolveStats
+from ._trajectory import Trajectory, assemble_trajectory
 from ._validate import as_float, as_int, as_seed
 
-__all__ = ["SGDResult", "sgd_to_epsilon"]
+__all__ = ["SGDResult", "gradient_descent", "sgd_to_epsilon"]
+
+
+@eqx.filter_jit
+def _gd_chunk(carry, n, prob, lr):
+    """`n` steps of θ ← θ − η∇L(θ), accumulating η‖∇L‖² (module level: compiled once)."""
+
+    def body(_, c):
+        theta, energy = c
+        g = prob.grad(theta)
+        theta = jax.tree_util.tree_map(lambda p, gi: p - lr * gi, theta, g)
+        return theta, energy + lr * tree_sq_norm(g)
+
+    return jax.lax.fori_loop(0, n, body, carry)
+
+
+@eqx.filter_jit
+def _gd_record(carry, t, prob, obs_fn):
+    theta, energy = carry
+    out = dict(obs_fn(prob, theta, t))
+    out["loss"] = prob.loss(theta)
+    out["energy"] = energy
+    return out
+
+
+def gradient_descent(
+    problem: Problem,
+    *,
+    learning_rate: float,
+    t1: float,
+    n_save: int = 201,
+    save_params: str = "ends",
+    observables: Observables | None = None,
+    throw: bool = True,
+) -> Trajectory:
+    """Discrete gradient descent θ ← θ − η∇L(θ) (forward Euler with step η), the papers'
+    stand-in for gradient flow; time t = η · steps.
+
+    Runs round(t1/η) steps, saving at `n_save` equally spaced step counts (rounded to whole
+    steps, so save times are exact multiples of η). `energy` accumulates η·Σ‖∇L‖² (the
+    Riemann sum of the energy identity).
+
+    GD whose saved loss becomes non-finite, or ends above L(0), has diverged (η too large
+    for the curvature it meets): with `throw=True` (default) that raises `SolverError`
+    naming the time; with `throw=False` the run (up to the last finite save) is returned
+    with `stats.result` = `Result.diverged` and `stats.reason` saying so.
+    `stats.max_loss_rise` records the largest rise of the saved loss: a transient rise (a
+    spike GD recovers from) is not divergence, but there GD does not follow the gradient
+    flow.
+    """
+    _, t1 = check_span(0.0, t1)
+    check_save_params(save_params)
+    learning_rate = as_float(
+        "learning_rate", learning_rate, positive=True, hint="Try e.g. learning_rate=1e-3."
+    )
+    n_save = as_int("n_save", n_save, minimum=2)
+    check_initial_state(problem)
+    n_steps = int(round(t1 / learning_rate))
+    if n_steps < 1:
+        raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")
+    save_steps = np.unique(np.round(np.linspace(0, n_steps, n_save)).astype(np.int64))
+    ts = save_steps * learning_rate
+    pts_idx = {"all": np.arange(len(ts)), "ends": np.array([0, len(ts) - 1]), "none": []}[
+        save_params
+    ]
+    obs_fn = observables or no_observables
+    lr = jnp.asarray(learning_rate)
+
+    def chunk(carry, n, prob):
+        return _gd_chunk(carry, n, prob, lr)
+
+    def rec(carry, t, prob):
+        return _gd_record(carry, t, prob, obs_fn)
+
+    carry = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
+    start = time.perf_counter()
+    jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))  # compile outside the timing
+    jax.block_until_ready(rec(carry, jnp.asarray(0.0), problem))
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    records, thetas = [], []
+    keep = set(np.asarray(pts_idx, dtype=int).tolist())
+    prev = 0
+    for i, step in enumerate(save_steps):
+        if step > prev:
+            carry = chunk(carry, jnp.asarray(int(step - prev)), problem)
+            prev = int(step)
+        records.append(rec(carry, jnp.asarray(ts[i]), problem))
+        if i in keep:
+            thetas.append(carry[0])
+    jax.block_until_ready(records[-1])
+    wall_s = time.perf_counter() - start
+    obs = {k: np.stack([np.asarray(r[k]) for r in records]) for k in records[0]}
+    loss0 = float(problem.loss(problem.theta0))
+    params = {}
+    if thetas:
+        params = {k: np.stack([np.asarray(t[k]) for t in thetas]) for k in thetas[0]}
+    loss = obs["loss"]
+    result, reason, t_reached = Result.successful, "successful", float(ts[-1])
+    nonfinite = ~np.isfinite(loss)
+    if nonfinite.any() or loss[-1] > loss0:
+        i = int(np.argmax(nonfinite)) if nonfinite.any() else int(np.nanargmax(loss))
+        result = Result.diverged
+        reason = (
+            f"diverged: loss {loss0:.4g} → {loss[i]:.4g} at t = {ts[i]:g} (step "
+            f"{int(save_steps[i])}), ending at {loss[-1]:.4g}; η = {learning_rate:g} is too large"
+        )
+        if throw:
+            raise SolverError(
+                f"gradient descent {reason}. Try a smaller learning rate (e.g. η/10).",
+                t_reached=float(ts[i]),
+                reason="diverged",
+            )
+        if nonfinite.any():  # keep the run up to the last finite save
+            obs = {k: v[:i] for k, v in obs.items()}
+            keep_p = np.asarray(pts_idx, dtype=int) < i
+            params = {k: v[keep_p] for k, v in params.items()}
+            pts_idx = np.asarray(pts_idx, dtype=int)[keep_p]
+            ts = ts[:i]
+            t_reached = float(ts[-1]) if i else 0.0
+    stats = SolveStats(
+        result=result,
+        reason=reason,
+        t_reached=t_reached,
+        steps=n_steps,
+        accepted_steps=n_steps,
+        rejected_steps=0,
+        vf_evals=n_steps,
+        compile_s=compile_s,
+        wall_s=wall_s,
+        # GD is no gradient flow where its loss rises: the largest rise between saves
+        max_loss_rise=max(float(np.max(np.diff(obs["loss"]))), 0.0)
+        if len(obs["loss"]) > 1
+        else 0.0,
+    )
+    config = {
+        "method": f"gradient descent (lr={learning_rate})",
+        "problem": problem.describe(),
+        "learning_rate": learning_rate,
+        "t1": n_steps * learning_rate,
+        "save_params": save_params,
+    }
+    return assemble_trajectory(
+        problem,
+        times=ts,
+        observables=obs,
+        param_times=ts[np.asarray(pts_idx, dtype=int)],
+        params=params,
+        stats=stats,
+        config=config,
+        loss0=loss0,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import time
-import types
 
 import diffrax
 import equinox as eqx
@@ -20,29 +19,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._clocks import PhysicalClock
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
-from ._rkc import rkc_eval_counts
 from ._simulate import (
-    EVALS_PER_STEP,
+    FlowSettings,
     Observables,
-    _advice,
-    _check_common,
-    _Counter,
-    _failure_reason,
-    _FlowSettings,
-    _no_observables,
-    _param_save_times,
-    _resolve_solver,
-    _solve_flow,
+    check_common,
+    flow_config,
+    no_observables,
+    param_save_times,
+    rkc_extra,
+    solve_flow,
 )
-from ._trajectory import Trajectory
+from ._solvers import SolverChoice, cached, resolve_solver
+from ._stats import Result, SolveStats, advice, failure_reason
+from ._trajectory import Trajectory, assemble_trajectory
 
 __all__ = ["simulate_batch", "stack_problems"]
-
-#: Compiled batched solves, keyed by settings, batch size, which leaves are batched, the
-#: problem's structure and shapes (like `_simulate._COMPILED`).
-_COMPILED: dict = {}
 
 
 def _same(a, b) -> bool:
@@ -105,9 +99,9 @@ def stack_problems(problems: list[Problem]) -> tuple[Problem, Problem]:
     )
 
 
-def _solve_batch(settings: _FlowSettings, batched, shared, ts, pts, t0, t1):
+def _solve_batch(settings: FlowSettings, solver, batched, shared, ts, pts, t0, t1):
     def one(b, ts_, pts_, t1_):
-        return _solve_flow(settings, eqx.combine(b, shared), ts_, pts_, t0, t1_)
+        return solve_flow(settings, solver, eqx.combine(b, shared), ts_, pts_, t0, t1_)
 
     return jax.vmap(one)(batched, ts, pts, t1)
 
@@ -121,7 +115,7 @@ def simulate_batch(
     *,
     t1s,
     n_save: int = 201,
-    solver: str = "tsit5",
+    solver: str | diffrax.AbstractSolver = "tsit5",
     rtol: float = 1e-6,
     atol: float = 1e-9,
     observables: Observables | None = None,
@@ -138,11 +132,12 @@ def simulate_batch(
       spaced times on [0, t1].
     - `solver`, `rtol`, `atol`, `observables`, `max_steps`, `save_params`, `dt0`: as in
       `simulate` (physical clock; vector-field evaluations counted from the step count for
-      the explicit solvers in `EVALS_PER_STEP`, −1 for the others).
+      the explicit solvers in `EVALS_PER_STEP`, from RKC2's state (accepted steps), not
+      counted (None; −1 in the mapping view) for the others).
 
     **Returns:** one entry per problem, in order: a `Trajectory` (as `simulate` returns it;
-    `stats["wall_s"]` is the whole batch's wall time divided by the batch size, and
-    `stats["batch_wall_s"]`, `stats["batch_size"]` give the batch's) or, for a member whose
+    `stats.wall_s` is the whole batch's wall time divided by the batch size, and
+    `stats.batch_wall_s`, `stats.batch_size` give the batch's) or, for a member whose
     solve failed, a `SolverError` (not raised) naming the time reached and the reason, with
     the partial run as its `trajectory` attribute. Raises `ConfigError` on bad input.
     """
@@ -154,25 +149,25 @@ def simulate_batch(
             f"{len(problems)} problems."
         )
     for t1 in t1s:
-        _check_common(0.0, t1, rtol, atol, save_params)
+        check_common(0.0, t1, rtol, atol, save_params)
     if not (isinstance(n_save, int) and n_save >= 2):
         raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
     if not (isinstance(max_steps, int) and max_steps >= 1):
         raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
     batched, shared = stack_problems(problems)  # also refuses an empty list
-    solver = _resolve_solver(solver, rtol, problems[0].n_params, problems[0].dtype)
-    settings = _FlowSettings(
-        solver=solver,
+    choice = resolve_solver(solver, rtol, atol, problems[0].n_params, problems[0].dtype)
+    settings = FlowSettings(
         rtol=rtol,
         atol=atol,
         max_steps=max_steps,
         dt0=dt0,
         count_evals=False,
         progress=False,
-        observables=observables or _no_observables,
+        observables=observables or no_observables,
+        clock=PhysicalClock(),
     )
     ts = np.stack([np.linspace(0.0, t1, n_save) for t1 in t1s])
-    pts = np.stack([_param_save_times(row, save_params) for row in ts])
+    pts = np.stack([param_save_times(row, save_params) for row in ts])
     args = (
         batched,
         shared,
@@ -182,7 +177,9 @@ def simulate_batch(
         jnp.asarray(np.asarray(t1s)),
     )
     key = (
+        "batch",
         settings,
+        choice.key,
         len(problems),
         n_save,
         pts.shape[1],
@@ -190,13 +187,13 @@ def simulate_batch(
         jax.tree_util.tree_structure(shared),
     ) + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves((batched, shared)))
     start = time.perf_counter()
-    compiled = _COMPILED.get(key)
-    if compiled is None:
-        compiled = eqx.filter_jit(_solve_batch).lower(settings, *args).compile()
-        _COMPILED[key] = compiled
+    compiled, _ = cached(
+        key,
+        lambda: eqx.filter_jit(_solve_batch).lower(settings, choice.solver, *args).compile(),
+    )
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
-    sol = compiled(settings, *args)
+    sol = compiled(settings, choice.solver, *args)
     jax.block_until_ready(sol.ys)
     wall_s = time.perf_counter() - start
 
@@ -204,14 +201,25 @@ def simulate_batch(
     for i, problem in enumerate(problems):
         results.append(
             _member_result(
-                problem, sol, i, ts[i], pts[i], t1s[i], settings, save_params, compile_s, wall_s
+                problem,
+                sol,
+                i,
+                ts[i],
+                pts[i],
+                t1s[i],
+                choice,
+                settings,
+                save_params,
+                compile_s,
+                wall_s,
             )
         )
     return results
 
 
-def _member_result(problem, sol, i, ts, pts, t1, settings, save_params, compile_s, wall_s):
-    solver = settings.solver
+def _member_result(
+    problem, sol, i, ts, pts, t1, choice: SolverChoice, settings, save_params, compile_s, wall_s
+):
     batch = int(np.asarray(sol.stats["num_steps"]).shape[0])
     obs = {k: np.asarray(v[i]) for k, v in sol.ys[0].items()}
     end = _member(sol.ys[1], i)  # (t, θ[, observables]) at the last step, save axis of 1
@@ -221,64 +229,60 @@ def _member_result(problem, sol, i, ts, pts, t1, settings, save_params, compile_
     result_i = _member(sol.result, i)
     ok = bool(result_i == diffrax.RESULTS.successful)
     if ok:
-        reason = "successful"
+        result, reason = Result.successful, "successful"
     else:
-        view = types.SimpleNamespace(result=result_i, stats=stats_i)
-        reason = _failure_reason(problem, view, theta_end, _Counter())
+        result, reason = failure_reason(problem, result_i, stats_i, theta_end)
     steps = int(stats_i["num_steps"])
-    stats = {
-        "result": reason,
-        "t_reached": t_reached,
-        "steps": steps,
-        "accepted_steps": int(stats_i["num_accepted_steps"]),
-        "rejected_steps": int(stats_i["num_rejected_steps"]),
-        "vf_evals": EVALS_PER_STEP[solver] * steps + 1 if solver in EVALS_PER_STEP else -1,
-        "compile_s": compile_s,
-        "wall_s": wall_s / batch,
-        "batch_wall_s": wall_s,
-        "batch_size": batch,
-    }
-    if solver == "rkc":  # its own counts, accepted steps only (as in `simulate`)
-        c = _member(rkc_eval_counts(sol.solver_state), i)
-        stats["vf_evals"] = int(c["vf_evals"] + c["jvp_evals"])
-        stats["jvp_evals"] = int(c["jvp_evals"])
-        stats["spectral_radius"] = float(c["rho"])
-        stats["nonstiff_steps"] = int(c["nonstiff_steps"])
-    config = {
-        "method": f"gradient flow ({solver}, batched)",
-        "problem": problem.describe(),
-        "solver": solver,
-        "clock": "physical",
-        "rtol": settings.rtol,
-        "atol": settings.atol,
-        "t0": 0.0,
-        "t1": t1,
-        "max_steps": settings.max_steps,
-        "dt0": settings.dt0,
-        "save_params": save_params,
-        "dtype": str(jnp.asarray(problem.x).dtype),
-    }
-    loss0 = float(problem.loss(problem.theta0))
-    obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
+    vf_evals = choice.evals_per_step * steps + 1 if choice.evals_per_step is not None else None
+    extra = {}
+    if choice.is_rkc:  # its own counts, accepted steps only (as in `simulate`)
+        vf_evals, extra = rkc_extra(sol.solver_state, i, last_stages=False)
+    stats = SolveStats(
+        result=result,
+        reason=reason,
+        t_reached=t_reached,
+        steps=steps,
+        accepted_steps=int(stats_i["num_accepted_steps"]),
+        rejected_steps=int(stats_i["num_rejected_steps"]),
+        vf_evals=vf_evals,
+        compile_s=compile_s,
+        wall_s=wall_s / batch,
+        batch_wall_s=wall_s,
+        batch_size=batch,
+        extra=extra,
+    )
+    config = flow_config(
+        problem,
+        choice,
+        PhysicalClock(),
+        rtol=settings.rtol,
+        atol=settings.atol,
+        t0=0.0,
+        t1=t1,
+        max_steps=settings.max_steps,
+        dt0=settings.dt0,
+        save_params=save_params,
+        method=f"gradient flow ({choice.name}, batched)",
+    )
     params = {}
     if len(pts):
         params = {k: np.asarray(v[i]) for k, v in sol.ys[2].items()}
-    traj = Trajectory(
-        times=np.asarray(ts),
+    traj = assemble_trajectory(
+        problem,
+        times=ts,
         observables=obs,
-        param_times=np.asarray(pts),
+        param_times=pts,
         params=params,
         stats=stats,
         config=config,
-        param_dims=problem.model.param_dims(),
-        data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
+        certify_rtol=settings.rtol,
     )
     if ok:
         return traj
     t_str = f"{t_reached:.6g}" if math.isfinite(t_reached) else str(t_reached)
     err = SolverError(
         f"gradient-flow solve stopped at t = {t_str} of t1 = {t1:g}: {reason}. "
-        + _advice(reason, solver),
+        + advice(result, choice.implicit),
         t_reached=t_reached,
         reason=reason,
     )

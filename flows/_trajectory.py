@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ import xarray as xr
 
 # the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
 from ._io import write_atomic as write_atomic
+from ._stats import SolveStats, certificate
 
-__all__ = ["Trajectory", "versions", "write_atomic"]
+__all__ = ["Trajectory", "assemble_trajectory", "versions", "write_atomic"]
 
 
 def versions() -> dict[str, str]:
@@ -38,8 +40,9 @@ class Trajectory:
       (always `loss`, `energy` = ∫₀ᵗ‖∇L‖², `energy_residual` = |L(0) − L(t) − energy|).
     - `param_times` (P,), `params`: name → array with leading axis P (θ at chosen times;
       P = 0 when none were stored).
-    - `stats`: solver statistics (steps accepted/rejected, vector-field evaluations,
-      compile and run wall time). `config`: problem, solver settings and anything else
+    - `stats`: solver statistics (`flows.SolveStats`: result, steps accepted/rejected,
+      vector-field evaluations, compile and run wall time; also readable as a mapping,
+      `stats["steps"]`). `config`: problem, solver settings and anything else
       needed to reproduce the run. `param_dims`: dimension names of each parameter.
     """
 
@@ -47,7 +50,7 @@ class Trajectory:
     observables: dict[str, np.ndarray]
     param_times: np.ndarray
     params: dict[str, np.ndarray]
-    stats: dict
+    stats: SolveStats | Mapping
     config: dict
     param_dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     data: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
@@ -98,7 +101,7 @@ class Trajectory:
             data["y"] = (("sample",) + tuple(f"y_{i}" for i in range(1, y.ndim)), y)
         ds = xr.Dataset(data, coords=coords)
         ds.attrs["config"] = json.dumps(self.config, default=str)
-        ds.attrs["stats"] = json.dumps(self.stats, default=float)
+        ds.attrs["stats"] = json.dumps(dict(self.stats), default=float)
         ds.attrs["versions"] = json.dumps(versions())
         for key in ("method", "solver", "rtol", "atol", "learning_rate"):
             if key in self.config:
@@ -114,3 +117,42 @@ class Trajectory:
         return write_atomic(
             path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
         )
+
+
+def assemble_trajectory(
+    problem,
+    *,
+    times,
+    observables: Mapping[str, np.ndarray],
+    param_times,
+    params: Mapping[str, np.ndarray],
+    stats: SolveStats,
+    config: dict,
+    loss0: float | None = None,
+    certify_rtol: float | None = None,
+) -> Trajectory:
+    """The one place a run becomes a `Trajectory` (flows, batch members, the loss clock,
+    gradient descent).
+
+    Adds the observable `energy_residual` = |L(0) − L(t) − energy| (with `loss0` = L(θ(0))
+    computed from `problem` unless given), the flow's accuracy certificate to `stats` when
+    `certify_rtol` is given (`flows._stats.certificate`), the parameters' dimension names
+    and the data.
+    """
+    obs = {k: np.asarray(v) for k, v in observables.items()}
+    if loss0 is None:
+        loss0 = float(problem.loss(problem.theta0))
+    if "loss" in obs and "energy" in obs:
+        obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
+    if certify_rtol is not None and "energy_residual" in obs:
+        stats = stats.replace(certificate=certificate(obs, certify_rtol))
+    return Trajectory(
+        times=np.asarray(times),
+        observables=obs,
+        param_times=np.asarray(param_times),
+        params={k: np.asarray(v) for k, v in params.items()},
+        stats=stats,
+        config=config,
+        param_dims=problem.model.param_dims(),
+        data={"x": np.asarray(problem.x), "y": np.asarray(problem.y)},
+    )

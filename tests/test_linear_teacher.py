@@ -7,7 +7,6 @@ import pytest
 
 import flows
 from flows._baselines import sgd_to_epsilon
-from flows._late_phase import late_phase_flow
 from flows.experiments import linear_teacher as lt
 from flows.experiments.linear_teacher.data import (
     antipodal_with_outlier,
@@ -120,7 +119,7 @@ def test_clocks_agree_at_t1000_and_energy_identity():
     ts = np.array([0.0, 10.0, 1000.0])
     ref = flows.simulate(p, t1=1e3, ts=ts, rtol=1e-11, atol=1e-13, save_params="ends")
     for clock in ("loss", "log", "physical"):
-        tr = late_phase_flow(p, t1=1e3, ts=ts, clock=clock, rtol=1e-9, atol=1e-12)
+        tr = flows.simulate(p, t1=1e3, ts=ts, clock=clock, rtol=1e-9, atol=1e-12)
         for name in ("w", "u"):
             np.testing.assert_allclose(tr.param(name), ref.param(name), rtol=1e-6, atol=1e-8)
         res = np.max(tr.observables["energy_residual"])
@@ -130,7 +129,7 @@ def test_clocks_agree_at_t1000_and_energy_identity():
 
 def test_loss_clock_reaches_late_times_in_few_steps():
     p = _problem(n=20, k=2, init=0.1)
-    tr = late_phase_flow(p, t1=1e10, n_save=6)
+    tr = flows.simulate(p, t1=1e10, ts=flows.log_save_times(1e10, 6), clock="loss")
     assert tr.stats["result"] == "successful" and tr.times[-1] == 1e10
     assert tr.stats["steps"] < 2000
     # late phase: L ~ 1/t, so L·t is roughly constant over the last decades
@@ -149,9 +148,9 @@ def test_loss_clock_overflow_raises_solver_error():
         loss_fn=flows.logistic,
     )
     with pytest.raises(flows.SolverError, match="t = "):
-        late_phase_flow(p, t1=1e3, n_save=3)
+        flows.simulate(p, t1=1e3, n_save=3, clock="loss")
     with pytest.raises(flows.ConfigError):
-        late_phase_flow(p, t1=1e3, clock="banana")
+        flows.simulate(p, t1=1e3, clock="banana")
 
 
 # --- SGD ------------------------------------------------------------------------------

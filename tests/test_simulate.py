@@ -173,7 +173,7 @@ def test_netcdf_contract(small, tmp_path):
     ]
     for key in ("config", "stats", "versions", "solver", "rtol", "atol"):
         assert key in ds.attrs
-    assert "mean squared error" in ds["loss"].attrs["description"]
+    assert "squared error summed over outputs" in ds["loss"].attrs["description"]
     assert not list(tmp_path.joinpath("out").glob(".*tmp"))  # no temporary left behind
 
 

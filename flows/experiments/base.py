@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -218,6 +219,8 @@ def _default(o):
         pass
     if isinstance(o, Path):
         return str(o)
+    if isinstance(o, Mapping):  # e.g. a trajectory's `SolveStats`: its JSON form
+        return dict(o)
     return str(o)
 
 
