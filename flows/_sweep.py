@@ -1,38 +1,43 @@
-"""Batched, resumable, optionally distributed parameter sweeps (`flows sweep`).
+"""Batched, resumable, optionally distributed parameter sweeps: the engine of `flows sweep`.
 
-The multi-stage descent-time sweep: a grid over width m, init exponent α and seed. Runs of
-equal shape (one m) are integrated together by `simulate_batch` (vmap); every grid point
-is written atomically to its own file as soon as its batch is done, so an interrupted
-sweep resumes where it stopped; the combined, labelled results file is rebuilt from the
-point files after every batch.
+(Over 600 lines on purpose: grid values, the spec interface, the point-file format with
+its integrity checks, the folder's manifest, lock and cleanup, and the run loop with its
+Dask and Ctrl-C handling are one protocol sharing private helpers; split, those helpers
+would become cross-module API.)
+
+It knows nothing of any paper. An experiment describes its sweep as an
+`AbstractSweepSpec`: the grid axes and how their values are parsed, how a batch of points
+is computed, the variables each point records, how records combine into one Dataset, an
+optional figure and the lines of the summary. `sweep(spec, out, grid)` then runs the grid:
+points of one shape (`spec.batch_key`) are computed together (e.g. vmapped by
+`simulate_batch`), every point is written atomically to its own file as soon as its batch
+is done, so an interrupted sweep resumes where it stopped, and the combined results file
+is rebuilt from the point files after every batch.
 
 Layout of the output folder `OUT`:
 
 - `OUT/manifest.json`: experiment name, format and the settings that must match to resume
-  (everything except the grid: target, data, n, solver, rtol, atol, β, n_save, margin,
-  max_steps), creation time and library versions. A sweep into a folder with different
-  settings is refused (use a new `--out`, or delete the folder to start fresh).
-- `OUT/points/<id>.nc` (`id` = `m<m>_alpha<α>_seed<seed>`): one netCDF file per grid
-  point — the curves `tau(save)`, `t(save)`, `loss(save)`, `K_hat(save)`, every scalar
-  result as a 0-d variable, and `status` ('ok' | 'failed'), `error`, `note` as attributes.
-  Written to a hidden temporary file in the same folder, fsynced, then renamed: a crash
-  never leaves a half-written point (the next sweep into the folder deletes such
-  temporaries, and only those: `flows._io.remove_stale_temporaries`).
-- `OUT/sweep.nc`: the combined xarray Dataset on coordinates `m`, `alpha`, `seed` (and
-  `save`, the save index, for curves). Each point's curves are on its own save times,
-  `n_save` equally spaced on [0, τ₁] with τ₁ = T_d,leading(m, α) + margin, so `tau(m,
-  alpha, seed, save)` is stored beside `loss` and `K_hat`. It holds every point in
-  `points/` (the union over all sweeps into this folder, so an extended grid adds to it);
-  combinations never run have `status = 'missing'` and NaN values. Attributes: config,
-  solver settings and library versions.
-- `OUT/descent_time.png`: T_d against α (per m) and against ln m (per α) with fitted
-  slopes beside the theory (`plot_descent_sweep`).
+  (`spec.settings()`: everything except the grid), creation time and library versions. A
+  sweep into a folder with different settings is refused (use a new `--out`, or delete
+  the folder to start fresh).
+- `OUT/points/<id>.nc` (`id` = `<axis><value>_…`, e.g. `n20_rate0.75_seed0`): one netCDF
+  file per grid point — the variables `spec.variables()` declares (float64, on the
+  dimensions `spec.dims()`, each with an integer index coordinate), and the point's
+  coordinates, `status` ('ok' | 'failed'), `error`, `note`, the experiment and its
+  settings as attributes. Written to a hidden temporary file in the same folder, fsynced,
+  then renamed: a crash never leaves a half-written point (the next sweep into the folder
+  deletes such temporaries, and only those: `flows._io.remove_stale_temporaries`).
+- `OUT/sweep.nc`: the combined xarray Dataset on the grid axes as coordinates
+  (`spec.combine`; by default `combine_records`). It holds every point in `points/` (the
+  union over all sweeps into this folder, so an extended grid adds to it); combinations
+  never run have `status = 'missing'` and NaN values.
+- `OUT/<spec.figure_name>`: the sweep's figure (`spec.plot`), when it has one.
 - `OUT/.lock`: held (`flock`) by the sweep writing the folder; a second sweep into it is
   refused while the first runs. The operating system drops the lock when its process
   ends, however it ends.
 
-Before anything is written, the settings are checked as every point would check them
-(one point's problem is built), so a sweep that could only fail leaves no folder behind.
+Before anything is written, the grid is parsed and `spec.check` refuses settings that
+every point would fail on, so a sweep that could only fail leaves no folder behind.
 
 Resume: a grid point whose file exists, is readable and has status 'ok' is skipped;
 failed points are retried (the summary says how many). A point file is merged only if it
@@ -47,11 +52,12 @@ when the signal lands in a callback that Python cannot raise from.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import datetime
-import functools
 import io
+import itertools
 import json
 import math
 import re
@@ -59,10 +65,10 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
-import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
@@ -75,163 +81,44 @@ from ._io import (
     remove_stale_temporaries,
     write_atomic,
 )
-from ._resources import check_memory, two_layer_bytes
 from ._trajectory import versions
 
 __all__ = [
-    "SweepConfig",
+    "AbstractSweepSpec",
+    "Axis",
     "SweepResult",
-    "parse_grid",
+    "combine_records",
+    "error_text",
+    "grid_items",
+    "grid_points",
+    "grid_type",
+    "load_sweep",
+    "make_batches",
+    "no_duplicates",
+    "parse_seeds",
     "sweep",
-    "run_points",
-    "plot_descent_sweep",
-    "EXPERIMENTS",
+    "to_float",
+    "to_int",
 ]
 
-#: Experiments `flows sweep` knows.
-EXPERIMENTS = ("multistage",)
 #: Format tag written into the manifest.
 FORMAT = "flows-sweep/1"
-SCALARS = (
-    "T_p",
-    "T_d",
-    "T_sp",
-    "loss_plateau_end",
-    "loss_descent_end",
-    "loss_next_descent",
-    "tau1",
-    "t1",
-    "t_reached",
-    "vf_evals",
-    "steps",
-    "accepted_steps",
-    "rejected_steps",
-    "wall_s",
-    "batch_wall_s",
-    "batch_size",
-    "compile_s",
-    "energy_residual_max",
-    "loss_initial",
-    "loss_final",
-)
-CURVES = ("tau", "t", "loss", "K_hat")
+#: The text fields of every record (attributes of a point file, string variables of
+#: sweep.nc).
 TEXTS = ("status", "error", "note")
 
 
 # ---------------------------------------------------------------------------------------
-# Configuration and grid
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepConfig:
-    """Settings of a multistage sweep that every grid point shares (saved in the manifest;
-    a sweep into an existing folder must match them).
-
-    `target` ('f1', 'f2', 'f3'), `data` ('paper' | 'assumption'), `n` data points, `solver`
-    (a name in `flows.SOLVERS`), `vector_field` ('autodiff' or the hand-derived 'fused'),
-    `dtype` ('float64' or 'float32': data, θ and the solve), `rtol`, `atol`, `beta`
-    (T_d = first τ ≥ T_p with 1 − K̂ ≤ β), `n_save` save times per run, `margin`
-    (horizon τ₁ = T_d,leading + margin, in the theorems' time τ), `max_steps` (solver step
-    budget per run).
-    """
-
-    experiment: str = "multistage"
-    target: str = "f1"
-    data: str = "paper"
-    n: int = 1000
-    solver: str = "tsit5"
-    rtol: float = 1e-6
-    atol: float = 1e-9
-    beta: float = 0.1
-    n_save: int = 401
-    margin: float = 8.0
-    max_steps: int = 200_000
-    vector_field: str = "autodiff"
-    dtype: str = "float64"
-
-    def __post_init__(self):
-        from ._data import TARGETS
-        from ._simulate import SOLVERS
-
-        if self.experiment not in EXPERIMENTS:
-            raise ConfigError(
-                f"`flows sweep` supports the experiments {list(EXPERIMENTS)}; "
-                f"got {self.experiment!r}."
-            )
-        if self.target not in TARGETS:
-            raise ConfigError(f"`target` must be one of {sorted(TARGETS)}; got {self.target!r}.")
-        if self.data not in ("paper", "assumption"):
-            raise ConfigError(f"`data` must be 'paper' or 'assumption'; got {self.data!r}.")
-        if not (_is_int(self.n) and self.n >= 2):
-            raise ConfigError(f"`n` (data points) must be an integer ≥ 2; got {self.n!r}.")
-        if self.solver not in SOLVERS:
-            raise ConfigError(f"`solver` must be one of {sorted(SOLVERS)}; got {self.solver!r}.")
-        for name in ("rtol", "atol", "margin"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ConfigError(f"`{name}` must be a finite number > 0; got {v!r}.")
-        if not (isinstance(self.beta, (int, float)) and 0 < self.beta < 1):
-            raise ConfigError(f"`beta` must lie in (0, 1); got {self.beta!r}.")
-        if not (_is_int(self.n_save) and self.n_save >= 3):
-            raise ConfigError(f"`n_save` must be an integer ≥ 3; got {self.n_save!r}.")
-        if not (_is_int(self.max_steps) and self.max_steps >= 1):
-            raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {self.max_steps!r}.")
-        if self.vector_field not in ("autodiff", "fused"):
-            raise ConfigError(
-                f"`vector_field` must be 'autodiff' or 'fused'; got {self.vector_field!r}."
-            )
-        if self.dtype not in ("float64", "float32"):
-            raise ConfigError(f"`dtype` must be 'float64' or 'float32'; got {self.dtype!r}.")
-
-    def to_dict(self) -> dict:
-        from ._simulate import SOLVER_METHODS
-
-        d = dataclasses.asdict(self)
-        for k in ("rtol", "atol", "beta", "margin"):
-            d[k] = float(d[k])
-        for k in ("n", "n_save", "max_steps"):
-            d[k] = int(d[k])
-        # the algorithm behind the solver's name, so that a folder computed by an earlier
-        # algorithm under the same name is not resumed with the new one
-        d["solver_method"] = SOLVER_METHODS.get(self.solver, self.solver)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> SweepConfig:
-        """Inverse of `to_dict`. A `solver_method` that this library's solver does not
-        implement (e.g. a Dask worker with another version) is refused."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        cfg = cls(**{k: v for k, v in d.items() if k in names})
-        mine = cfg.to_dict()["solver_method"]
-        if d.get("solver_method", mine) != mine:
-            raise ConfigError(
-                f"this process implements solver {cfg.solver!r} as {mine!r}, but the sweep "
-                f"asks for {d['solver_method']!r} (a different flows version?)."
-            )
-        return cfg
-
-
-#: What a manifest or point written before a setting existed meant by it.
-_LEGACY_SOLVER_METHODS = {"rkc": "RKC2"}
-
-
-def _upgrade_config(old: dict) -> dict:
-    """A saved config with the settings added since filled in as they were then: `dtype`
-    (float64), `solver_method` (RKC2 without non-stiff steps for 'rkc')."""
-    solver = old.get("solver", "")
-    return {
-        "dtype": "float64",
-        "solver_method": _LEGACY_SOLVER_METHODS.get(solver, solver),
-        **old,
-    }
+# Grid values
 
 
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def _items(value, flag: str) -> list:
-    """Split a grid given as text ('1,2,3') or a sequence into its items."""
+def grid_items(value, flag: str) -> list:
+    """Split a grid given as text ('1,2,3') or a sequence into its items (`ConfigError`
+    naming `flag` when empty or malformed)."""
     if isinstance(value, str):
         text = value.strip()
         if not text:
@@ -251,10 +138,16 @@ def _items(value, flag: str) -> list:
     return items
 
 
-def _to_int(item, flag: str) -> int:
+def to_int(item, flag: str, *, strict: bool = False) -> int:
+    """An integer grid value. Text such as '1e3' is read as 1000 unless `strict`."""
     if _is_int(item):
         return int(item)
-    if isinstance(item, (float, np.floating)) and math.isfinite(item) and item == int(item):
+    if (
+        not strict
+        and isinstance(item, (float, np.floating))
+        and math.isfinite(item)
+        and item == int(item)
+    ):
         return int(item)
     if isinstance(item, str):
         try:
@@ -264,12 +157,13 @@ def _to_int(item, flag: str) -> int:
                 f = float(item)
             except ValueError:
                 f = float("nan")
-            if math.isfinite(f) and f == int(f):
+            if not strict and math.isfinite(f) and f == int(f):
                 return int(f)
     raise ConfigError(f"{flag}: {item!r} is not an integer.")
 
 
-def _to_float(item, flag: str) -> float:
+def to_float(item, flag: str) -> float:
+    """A finite number."""
     try:
         v = float(item)
     except (TypeError, ValueError):
@@ -279,7 +173,7 @@ def _to_float(item, flag: str) -> float:
     return v
 
 
-def _no_duplicates(values: list, flag: str, name: str) -> tuple:
+def no_duplicates(values: list, flag: str, name: str) -> tuple:
     seen = set()
     for v in values:
         if v in seen:
@@ -290,223 +184,197 @@ def _no_duplicates(values: list, flag: str, name: str) -> tuple:
     return tuple(values)
 
 
-#: Smallest initial-weight scale m^-α a sweep accepts (atol must sit 100× below it).
-MIN_INIT_STD = 1e-150
-
-
-def parse_widths(value) -> tuple[int, ...]:
-    """Widths m ('1000,5000' or a sequence): integers ≥ 2 (the theory uses ln m)."""
-    ms = [_to_int(v, "--m") for v in _items(value, "--m")]
-    for m in ms:
-        if m < 2:
-            raise ConfigError(
-                f"--m: width m = {m} is too small; widths must be integers ≥ 2 "
-                "(the predictions use ln m)."
-            )
-    return _no_duplicates(ms, "--m", "m")
-
-
-def parse_alphas(value) -> tuple[float, ...]:
-    """Init exponents α ('0.75,1.0' or a sequence): α > 1/2, the theorems' regime."""
-    alphas = [_to_float(v, "--alpha") for v in _items(value, "--alpha")]
-    for a in alphas:
-        if not a > 0.5:
-            raise ConfigError(
-                f"--alpha: α = {a} ≤ 1/2; the multi-stage theorems (and their predicted T_p, "
-                "T_d) need small initialization, α > 1/2."
-            )
-    return _no_duplicates(alphas, "--alpha", "alpha")
-
-
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
-def parse_seeds(value) -> tuple[int, ...]:
+def parse_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
     """Seeds: '0-2' (inclusive range), '0,1,2', or a sequence; integers ≥ 0."""
     if isinstance(value, str):
         seeds: list[int] = []
-        for part in _items(value, "--seeds"):
+        for part in grid_items(value, flag):
             rng = _RANGE.match(part)
             if rng:
                 lo, hi = int(rng.group(1)), int(rng.group(2))
                 if hi < lo:
-                    raise ConfigError(f"--seeds: range {part!r} is empty (end before start).")
+                    raise ConfigError(f"{flag}: range {part!r} is empty (end before start).")
                 seeds.extend(range(lo, hi + 1))
             else:
-                seeds.append(_to_int(part, "--seeds"))
+                seeds.append(to_int(part, flag))
     else:
-        seeds = [_to_int(v, "--seeds") for v in _items(value, "--seeds")]
+        seeds = [to_int(v, flag) for v in grid_items(value, flag)]
     for s in seeds:
         if s < 0:
-            raise ConfigError(f"--seeds: seed {s} is negative; seeds are integers ≥ 0.")
-    return _no_duplicates(seeds, "--seeds", "seed")
+            raise ConfigError(f"{flag}: seed {s} is negative; seeds are integers ≥ 0.")
+    return no_duplicates(seeds, flag, "seed")
 
 
-#: A sweep refuses an atol above this fraction of the smallest initial scale m^{-α}.
-ATOL_INIT_FRACTION = 1e-2
+def grid_type(flag: str, parse: Callable[[Any], tuple] | str, domain: tuple | None = None):
+    """An argparse type for a grid flag: `parse(text)`, its `ConfigError` turned into
+    argparse's error (exit 2, naming the flag). `parse` may be given as 'module:function',
+    imported when the flag is parsed (an experiment declares its flags before its sweep
+    module can be imported). `domain` is recorded as `.domain` (see `flows._flags.typed`)
+    for tests that generate invalid values."""
+    import argparse
+    import importlib
+
+    def convert(text):
+        fn = parse
+        if isinstance(fn, str):
+            module, _, name = fn.partition(":")
+            fn = getattr(importlib.import_module(module), name)
+        try:
+            return fn(text)
+        except ConfigError as exc:  # argparse names the flag itself
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}: ")) from None
+
+    if domain is not None:
+        convert.domain = domain
+    return convert
 
 
-def parse_grid(m, alpha, seeds) -> list[tuple[int, float, int]]:
-    """The grid points (m, α, seed), m outermost; raises `ConfigError` on bad input."""
-    ms, alphas, ss = parse_widths(m), parse_alphas(alpha), parse_seeds(seeds)
-    return [(mi, ai, si) for mi in ms for ai in alphas for si in ss]
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """One axis of a sweep's grid.
+
+    `name`: the coordinate in `sweep.nc`, the attribute of a point file and the tag in a
+    point's id; `kind`: `int` or `float` (stored as int64 / float64); `parse`: text or a
+    sequence → the tuple of values (`ConfigError` naming `flag` on bad input); `flag`: the
+    command-line option that gives it.
+    """
+
+    name: str
+    kind: type
+    parse: Callable[[Any], tuple]
+    flag: str
+
+    def format(self, value) -> str:
+        return str(int(value)) if self.kind is int else repr(float(value))
+
+    @property
+    def pattern(self) -> str:
+        return re.escape(self.name) + (r"\d+" if self.kind is int else r"[^/]+")
 
 
-def point_id(m: int, alpha: float, seed: int) -> str:
-    return f"m{int(m)}_alpha{float(alpha)!r}_seed{int(seed)}"
+def grid_points(axes: Sequence[Axis], values: Mapping[str, Any]) -> list[tuple]:
+    """The grid points: every combination of the axes' parsed values, the first axis
+    outermost. `values` maps each axis name to its text or sequence."""
+    parsed = []
+    for axis in axes:
+        if axis.name not in values:
+            raise ConfigError(f"{axis.flag} is missing: give the values of `{axis.name}`.")
+        parsed.append(axis.parse(values[axis.name]))
+    return list(itertools.product(*parsed))
 
 
 # ---------------------------------------------------------------------------------------
-# Computing grid points (runs on the client in-process, or on Dask workers)
+# What an experiment provides
 
 
-@functools.lru_cache(maxsize=8)
-def _data_and_units(target: str, data: str, n: int):
-    from ._data import assumption_data, moments, paper_data
-    from .experiments.multistage.experiment import Units
+class AbstractSweepSpec(abc.ABC):
+    """A sweep as an experiment defines it; run it with `sweep(spec, out, grid)`.
 
-    ds = paper_data(target, n=n) if data == "paper" else assumption_data(target, n=n)
-    return ds, Units.of(moments(ds))
+    A member declares `experiment` (its name in the manifest), `axes` (the grid),
+    optionally `figure_name` and `brief_fields`, and implements:
 
-
-def horizon(cfg: SweepConfig, m: int, alpha: float) -> tuple[float, float]:
-    """(τ₁, t₁): the horizon T_d,leading(m, α) + margin in τ, and in physical time."""
-    from reduced import multistage as ms
-
-    _, units = _data_and_units(cfg.target, cfg.data, cfg.n)
-    tau1 = ms.descent_time_leading(m, alpha) + cfg.margin
-    return tau1, float(units.t(tau1))
-
-
-def descent_observables(problem, theta, t):
-    """What a descent-time point needs at each save time: K̂ = K·s²/‖b‖ (T_d) — the loss
-    and the energy are always recorded. `flows.multistage_observables` would add a
-    gradient, a sort and the linearized closed form per save time, which on the sweep's
-    401 saves cost more than the solve itself."""
-    x, y = problem.x, problem.y
-    n, d = x.shape
-    b = x.T @ y / n
-    s2 = jnp.trace(x.T @ x / n) / d
-    b_norm = jnp.linalg.norm(b)
-    K = jnp.sum(theta["a"] * (theta["w"] @ (b / b_norm)))
-    return {"K_hat": K * s2 / b_norm}
-
-
-def _make_point_problem(cfg: SweepConfig, m: int, alpha: float, seed: int):
-    from ._problem import make_problem
-    from .models import TwoLayer
-
-    data, _ = _data_and_units(cfg.target, cfg.data, cfg.n)
-    model = TwoLayer(m=int(m), d=data.d, alpha=float(alpha))
-    return make_problem(model, data, key=int(seed), vector_field=cfg.vector_field, dtype=cfg.dtype)
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _blank_record(cfg: SweepConfig, m: int, alpha: float, seed: int) -> dict:
-    rec = {"id": point_id(m, alpha, seed), "m": int(m), "alpha": float(alpha), "seed": int(seed)}
-    rec.update({k: float("nan") for k in SCALARS})
-    rec.update({k: np.full(cfg.n_save, np.nan) for k in CURVES})
-    rec.update(status="failed", error="", note="")
-    try:
-        rec["tau1"], rec["t1"] = horizon(cfg, m, alpha)
-    except Exception:  # noqa: BLE001 - the record says what failed later
-        pass
-    return rec
-
-
-def _fill_from_trajectory(rec: dict, traj, cfg: SweepConfig, units) -> None:
-    from .experiments.multistage.experiment import stage_times
-
-    st = traj.stats
-    o = traj.observables
-
-    def finite(a):
-        a = np.asarray(a, dtype=np.float64)
-        return np.where(np.isfinite(a), a, np.nan)
-
-    rec["t"] = finite(traj.times)
-    rec["tau"] = finite(units.tau(traj.times))
-    rec["loss"] = finite(o["loss"])
-    rec["K_hat"] = finite(o["K_hat"])
-    for k in ("t_reached", "steps", "accepted_steps", "rejected_steps", "vf_evals"):
-        rec[k] = float(st[k])
-    for k in ("wall_s", "batch_wall_s", "batch_size", "compile_s"):
-        rec[k] = float(st.get(k, float("nan")))
-    res = finite(o["energy_residual"])
-    rec["energy_residual_max"] = float(np.nanmax(res)) if np.isfinite(res).any() else float("nan")
-    rec["loss_initial"] = float(rec["loss"][0])
-    rec["loss_final"] = float(rec["loss"][-1])
-    if st["result"] != "successful":
-        return
-    times = stage_times(traj, units, rec["m"], rec["alpha"], cfg.beta)
-    for k in ("T_p", "T_d", "T_sp", "loss_plateau_end", "loss_descent_end", "loss_next_descent"):
-        rec[k] = float(times[k])
-
-
-def run_points(config: dict, specs: Sequence[tuple[int, float, int]], pad_to: int = 0) -> list:
-    """Compute grid points `specs` = [(m, α, seed), …] of one width as one vmapped batch.
-
-    Plain data in, plain data out (runs on Dask workers): `config` is
-    `SweepConfig.to_dict()`; returns one record (dict of floats, strings and NumPy curves)
-    per spec, in order. `pad_to` pads the batch with copies of its last member (results
-    discarded) so that batches of one width share one compiled solve. A point that cannot
-    be built, whose solve fails, or whose analysis raises is recorded as failed with its
-    error; the others are unaffected.
+    - `settings()`: what every point shares and a resumed folder must match (JSON data);
+      `upgrade_settings(saved)` fills in what settings saved by older versions omit;
+    - `dims()` and `variables()`: the per-point record schema — dimension sizes, and each
+      variable's dimensions (all float64); a point file holds exactly these;
+    - `run_batch(points, pad_to)`: one record per point (plain data: it may run on a Dask
+      worker), each with `id` (`point_id`), the axis values, `status` ('ok' | 'failed'),
+      `error`, `note` and every variable; a point that fails is recorded as failed, the
+      others are unaffected. Points of one batch share `batch_key`; `pad_to` is the size
+      of the key's largest batch (pad to reuse one compiled solve, or ignore it);
+    - `describe()`, `point_text(rec)`, `summary_table(recs)`, `summary_notes(recs,
+      plotted)`: the header, per-point and summary lines; `check(points)`: refuse
+      (`ConfigError`) settings every point would fail on, before anything is written;
+      `combine(records)` and `plot(sweep_nc, png)` (when `figure_name` is set).
     """
-    from ._batch import simulate_batch
 
-    cfg = SweepConfig.from_dict(config)
-    _, units = _data_and_units(cfg.target, cfg.data, cfg.n)
-    records = [_blank_record(cfg, *spec) for spec in specs]
-    built = []  # (index, problem, t1)
-    for i, (m, alpha, seed) in enumerate(specs):
-        try:
-            _, t1 = horizon(cfg, m, alpha)
-            built.append((i, _make_point_problem(cfg, m, alpha, seed), t1))
-        except Exception as exc:  # noqa: BLE001 - recorded for this point only
-            records[i]["error"] = _error_text(exc)
-    if not built:
-        return records
-    run = built + [built[-1]] * max(0, pad_to - len(built))
-    kwargs = dict(
-        n_save=cfg.n_save,
-        solver=cfg.solver,
-        rtol=cfg.rtol,
-        atol=cfg.atol,
-        observables=descent_observables,
-        max_steps=cfg.max_steps,
-    )
-    try:
-        outs = simulate_batch([p for _, p, _ in run], t1s=[t for _, _, t in run], **kwargs)
-    except Exception:  # noqa: BLE001 - isolate the culprit: run the members one by one
-        outs = []
-        for _, p, t1 in built:
-            try:
-                outs.extend(simulate_batch([p], t1s=[t1], **kwargs))
-            except Exception as exc:  # noqa: BLE001
-                outs.append(exc)
-    for (i, _, _), out in zip(built, outs, strict=False):
-        rec = records[i]
-        try:
-            traj = getattr(out, "trajectory", out)
-            if traj is not None and not isinstance(traj, BaseException):
-                _fill_from_trajectory(rec, traj, cfg, units)
-            if isinstance(out, BaseException):
-                rec["error"] = _error_text(out)
-                continue
-            rec["status"] = "ok"
-            if not math.isfinite(rec["T_d"]):
-                rec["note"] = (
-                    f"T_d not reached within the horizon τ₁ = {rec['tau1']:.4g} "
-                    f"(K̂ stayed below 1 − β = {1 - cfg.beta:g}); increase the margin"
-                )
-        except Exception as exc:  # noqa: BLE001
-            rec["status"] = "failed"
-            rec["error"] = _error_text(exc)
-    return records
+    experiment: ClassVar[str]
+    axes: ClassVar[tuple[Axis, ...]]
+    #: The figure `plot` writes into the folder (None: no figure).
+    figure_name: ClassVar[str | None] = None
+    #: Variables copied into the brief records of `SweepResult.points` and `.failed`.
+    brief_fields: ClassVar[tuple[str, ...]] = ()
+    #: The most points per batch (points of one `batch_key`).
+    batch_size: int = 1
+
+    @abc.abstractmethod
+    def settings(self) -> dict:
+        """The settings every point shares (saved in the manifest and each point file)."""
+
+    def upgrade_settings(self, saved: dict) -> dict:
+        """`saved` settings (a manifest's or a point's) with settings added since filled in
+        as they were then."""
+        return saved
+
+    def dims(self) -> dict[str, int]:
+        """Sizes of the per-point dimensions (each gets an index coordinate 0, 1, …)."""
+        return {}
+
+    @abc.abstractmethod
+    def variables(self) -> dict[str, tuple[str, ...]]:
+        """The per-point float64 variables, name → dimensions (() for a number)."""
+
+    @abc.abstractmethod
+    def run_batch(self, points: list[tuple], pad_to: int = 0) -> list[dict]:
+        """Compute `points` (one `batch_key`); one record per point, in order."""
+
+    def check(self, points: list[tuple]) -> None:
+        """Refuse (`ConfigError`) before anything is written what every point would fail."""
+        return None
+
+    def batch_key(self, point: tuple) -> Hashable:
+        """Points with equal keys may be computed together (default: each alone)."""
+        return point
+
+    def point_id(self, point: tuple) -> str:
+        return "_".join(f"{a.name}{a.format(v)}" for a, v in zip(self.axes, point, strict=True))
+
+    def point_label(self, rec: Mapping) -> str:
+        """How progress lines and the summary name a point."""
+        return " ".join(f"{a.name}={rec[a.name]:g}" for a in self.axes)
+
+    def blank_record(self, point: tuple) -> dict:
+        """A failed record of `point`, every variable NaN."""
+        rec = {"id": self.point_id(point)}
+        rec.update({a.name: a.kind(v) for a, v in zip(self.axes, point, strict=True)})
+        sizes = self.dims()
+        for name, dims in self.variables().items():
+            rec[name] = np.full(tuple(sizes[d] for d in dims), np.nan) if dims else math.nan
+        rec.update(status="failed", error="", note="")
+        return rec
+
+    def describe(self) -> str:
+        """The settings, for the header line."""
+        return ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
+
+    def point_text(self, rec: Mapping) -> str:
+        """The result of an 'ok' point, for its progress line."""
+        return "ok"
+
+    def combine(self, records: Iterable[dict]) -> xr.Dataset:
+        """The labelled results of `records` (the contents of sweep.nc)."""
+        return combine_records(self, records)
+
+    def plot(self, sweep_nc: Path, png: Path) -> Any:
+        """Write the figure of `sweep_nc` to `png`; returns what the summary reports."""
+        return None
+
+    def summary_table(self, records: list[dict]) -> list[str]:
+        return []
+
+    def summary_notes(self, records: list[dict], plotted: Any) -> list[str]:
+        return []
+
+
+def point_name_pattern(spec: AbstractSweepSpec) -> re.Pattern:
+    return re.compile("^" + "_".join(a.pattern for a in spec.axes) + r"\.nc$")
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -526,47 +394,43 @@ def _write_text_atomic(path: Path, text: str) -> Path:
     return write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _point_dataset(rec: dict, cfg: SweepConfig) -> xr.Dataset:
-    data = {k: (("save",), np.asarray(rec[k], dtype=np.float64)) for k in CURVES}
-    data.update({k: ((), np.float64(rec[k])) for k in SCALARS})
-    ds = xr.Dataset(data, coords={"save": np.arange(cfg.n_save)})
+def _point_dataset(rec: dict, spec: AbstractSweepSpec) -> xr.Dataset:
+    data = {k: (dims, np.asarray(rec[k], dtype=np.float64)) for k, dims in spec.variables().items()}
+    ds = xr.Dataset(data, coords={d: np.arange(n) for d, n in spec.dims().items()})
     ds.attrs.update(
         id=rec["id"],
-        m=int(rec["m"]),
-        alpha=float(rec["alpha"]),
-        seed=int(rec["seed"]),
-        status=rec["status"],
-        error=rec["error"],
-        note=rec["note"],
-        experiment=cfg.experiment,
-        config=json.dumps(cfg.to_dict()),
+        **{a.name: a.kind(rec[a.name]) for a in spec.axes},
+        **{k: rec[k] for k in TEXTS},
+        experiment=spec.experiment,
+        config=json.dumps(spec.settings()),
     )
     return ds
 
 
-def _write_point(points_dir: Path, rec: dict, cfg: SweepConfig) -> Path:
-    return _write_netcdf_atomic(_point_dataset(rec, cfg), points_dir / f"{rec['id']}.nc")
+def _write_point(points_dir: Path, rec: dict, spec: AbstractSweepSpec) -> Path:
+    return _write_netcdf_atomic(_point_dataset(rec, spec), points_dir / f"{rec['id']}.nc")
 
 
 class _Rejected(Exception):
     """A point file that is not merged; the message says why."""
 
 
-def _point_max_bytes(cfg: SweepConfig) -> int:
-    # a point holds 4 curves and a coordinate of n_save numbers, ~20 scalars and a few
-    # strings: tens of kB at the defaults. Anything far larger is not read into memory.
-    return (1 << 20) + 64 * cfg.n_save
-
-
-def _point_schema(cfg: SweepConfig) -> dict[str, tuple[tuple[str, ...], str, tuple[int, ...]]]:
+def _point_schema(spec: AbstractSweepSpec) -> dict[str, tuple[tuple[str, ...], str, tuple]]:
     """The variables of a point file of this sweep: name → (dims, dtype kind, shape)."""
-    schema = {"save": (("save",), "i", (cfg.n_save,))}
-    schema.update({k: (("save",), "f", (cfg.n_save,)) for k in CURVES})
-    schema.update({k: ((), "f", ()) for k in SCALARS})
+    sizes = spec.dims()
+    schema = {d: ((d,), "i", (n,)) for d, n in sizes.items()}
+    for name, dims in spec.variables().items():
+        schema[name] = (tuple(dims), "f", tuple(sizes[d] for d in dims))
     return schema
 
 
-def _check_point_layout(data: bytes, cfg: SweepConfig) -> None:
+def _point_max_bytes(spec: AbstractSweepSpec) -> int:
+    # a point holds a few curves and ~20 numbers: tens of kB. Anything far larger is not
+    # read into memory.
+    return (1 << 20) + 64 * sum(spec.dims().values())
+
+
+def _check_point_layout(data: bytes, spec: AbstractSweepSpec) -> None:
     """Refuse (`_Rejected`) a point file that could make HDF5 read other files, or whose
     variables, shapes or dtypes are not those of `_point_schema`: checked on the raw HDF5
     before netCDF parses anything, so a crafted size is never allocated."""
@@ -575,7 +439,7 @@ def _check_point_layout(data: bytes, cfg: SweepConfig) -> None:
     hazard = hdf5_hazard(io.BytesIO(data))
     if hazard is not None:
         raise _Rejected(hazard)
-    schema = _point_schema(cfg)
+    schema = _point_schema(spec)
     with h5py.File(io.BytesIO(data), "r") as f:
         names = set(f)
         if names != set(schema):
@@ -596,136 +460,120 @@ def _check_point_layout(data: bytes, cfg: SweepConfig) -> None:
                 )
 
 
-def _read_point(path: Path, cfg: SweepConfig) -> tuple[dict | None, str | None]:
+def _read_point(path: Path, spec: AbstractSweepSpec) -> tuple[dict | None, str | None]:
     """A point record from its file: (record, None), or (None, why the file is rejected)
     when it is unreadable, could read other files (`hdf5_hazard`), does not have the
     layout of a point of this sweep (`_point_schema`), or was written with other
     settings."""
     try:
         size = path.stat().st_size
-        if size > _point_max_bytes(cfg):
+        if size > _point_max_bytes(spec):
             raise _Rejected(f"{size} bytes, far more than a point file of this sweep")
         # read once: the bytes checked are the bytes parsed, whatever happens to the file
         data = path.read_bytes()
-        _check_point_layout(data, cfg)
+        _check_point_layout(data, spec)
         # raw values: no attribute of the file may change what is read (scales, units)
         ds = xr.load_dataset(io.BytesIO(data), engine="h5netcdf", decode_cf=False)
-        schema = _point_schema(cfg)
+        schema = _point_schema(spec)
         for name, (dims, _, _) in schema.items():
             if ds[name].dims != dims:
                 raise _Rejected(f"variable {name!r} has dimensions {ds[name].dims}, not {dims}")
         attrs = ds.attrs
         try:
-            saved = _upgrade_config(json.loads(attrs["config"]))
-            m, alpha, seed = int(attrs["m"]), float(attrs["alpha"]), int(attrs["seed"])
+            saved = spec.upgrade_settings(json.loads(attrs["config"]))
+            point = tuple(a.kind(attrs[a.name]) for a in spec.axes)
             texts = {k: attrs.get(k, "") for k in TEXTS}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise _Rejected(f"its attributes are malformed ({_error_text(exc)})") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise _Rejected(f"its attributes are malformed ({error_text(exc)})") from None
         if not isinstance(saved, dict) or not all(isinstance(v, str) for v in texts.values()):
             raise _Rejected("its attributes are malformed")
         try:  # coordinates a grid could hold: the combined file is indexed by them
-            parse_widths([m]), parse_alphas([alpha]), parse_seeds([seed])
+            for a, v in zip(spec.axes, point, strict=True):
+                a.parse([v])
         except ConfigError as exc:
             raise _Rejected(f"not a grid point ({exc})") from None
-        mine = cfg.to_dict()
+        mine = spec.settings()
         diff = [k for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
         if diff:
             was = ", ".join(f"{k}={saved.get(k)!r}" for k in diff)
             now = ", ".join(f"{k}={mine.get(k)!r}" for k in diff)
             raise _Rejected(f"written with other settings ({was}; this sweep: {now})")
-        if attrs.get("id") != path.stem or point_id(m, alpha, seed) != path.stem:
+        if attrs.get("id") != path.stem or spec.point_id(point) != path.stem:
+            coords = ", ".join(f"{a.name}={v!r}" for a, v in zip(spec.axes, point, strict=True))
             raise _Rejected(
-                f"it holds point {attrs.get('id')!r} (m={m}, α={alpha!r}, seed={seed}), "
-                "not the point its name says"
+                f"it holds point {attrs.get('id')!r} ({coords}), not the point its name says"
             )
         if texts["status"] not in ("ok", "failed"):
             raise _Rejected(f"status {texts['status']!r} is neither 'ok' nor 'failed'")
-        rec = {"id": path.stem, "m": m, "alpha": alpha, "seed": seed, **texts}
-        for k in SCALARS:
-            rec[k] = float(ds[k].values)
-        for k in CURVES:
-            rec[k] = np.asarray(ds[k].values, dtype=np.float64)
+        rec = {
+            "id": path.stem,
+            **{a.name: v for a, v in zip(spec.axes, point, strict=True)},
+            **texts,
+        }
+        for name, dims in spec.variables().items():
+            values = np.asarray(ds[name].values, dtype=np.float64)
+            rec[name] = values if dims else float(values)
         return rec, None
     except _Rejected as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 - an unreadable point is reported and recomputed
-        return None, f"unreadable ({_error_text(exc)})"
+        return None, f"unreadable ({error_text(exc)})"
 
 
-def combined_dataset(records: Iterable[dict], cfg: SweepConfig) -> xr.Dataset:
-    """The labelled results of `records` on coordinates (m, alpha, seed[, save])."""
+def combine_records(spec: AbstractSweepSpec, records: Iterable[dict]) -> xr.Dataset:
+    """The labelled results of `records` on the grid axes (and the per-point dimensions):
+    numbers first, then curves, then the texts; combinations without a record have NaN
+    and status 'missing'. Attributes: experiment, format, settings (`config`), versions."""
     records = list(records)
-    ms = sorted({r["m"] for r in records})
-    alphas = sorted({r["alpha"] for r in records})
-    seeds = sorted({r["seed"] for r in records})
-    shape = (len(ms), len(alphas), len(seeds))
-    scal = {k: np.full(shape, np.nan) for k in SCALARS}
-    curves = {k: np.full(shape + (cfg.n_save,), np.nan) for k in CURVES}
+    coords = {a.name: sorted({r[a.name] for r in records}) for a in spec.axes}
+    index = {name: {v: i for i, v in enumerate(vals)} for name, vals in coords.items()}
+    shape = tuple(len(v) for v in coords.values())
+    sizes = spec.dims()
+    variables = spec.variables()
+    order = [k for k, d in variables.items() if not d] + [k for k, d in variables.items() if d]
+    values = {k: np.full(shape + tuple(sizes[d] for d in variables[k]), np.nan) for k in order}
     texts = {k: np.full(shape, "", dtype=object) for k in TEXTS}
     texts["status"][...] = "missing"
-    im = {v: i for i, v in enumerate(ms)}
-    ia = {v: i for i, v in enumerate(alphas)}
-    is_ = {v: i for i, v in enumerate(seeds)}
     for r in records:
-        idx = (im[r["m"]], ia[r["alpha"]], is_[r["seed"]])
-        for k in SCALARS:
-            scal[k][idx] = r[k]
-        for k in CURVES:
-            curves[k][idx] = r[k]
+        idx = tuple(index[a.name][r[a.name]] for a in spec.axes)
+        for k in order:
+            values[k][idx] = r[k]
         for k in TEXTS:
             texts[k][idx] = r[k]
-    dims = ("m", "alpha", "seed")
-    data = {k: (dims, v) for k, v in scal.items()}
-    data.update({k: (dims + ("save",), v) for k, v in curves.items()})
-    data.update({k: (dims, v.astype(str)) for k, v in texts.items()})
+    axes = tuple(coords)
+    data = {k: (axes + tuple(variables[k]), values[k]) for k in order}
+    data.update({k: (axes, v.astype(str)) for k, v in texts.items()})
+    kinds = {a.name: np.int64 if a.kind is int else np.float64 for a in spec.axes}
     ds = xr.Dataset(
         data,
         coords={
-            "m": np.asarray(ms, dtype=np.int64),
-            "alpha": np.asarray(alphas, dtype=np.float64),
-            "seed": np.asarray(seeds, dtype=np.int64),
-            "save": np.arange(cfg.n_save),
+            **{n: np.asarray(v, dtype=kinds[n]) for n, v in coords.items()},
+            **{d: np.arange(n) for d, n in sizes.items()},
         },
     )
-    descriptions = {
-        "T_p": "predicted plateau end (Table 1), in τ",
-        "T_d": "measured descent time: first τ ≥ T_p with 1 − K̂ ≤ β (NaN: not reached)",
-        "T_sp": "secondary-plateau end T_d + ln m/(40β) (eq. 63), in τ",
-        "loss_plateau_end": "loss-only detector: end of the initial plateau, in τ",
-        "loss_descent_end": "loss-only detector: end of the descent, in τ",
-        "loss_next_descent": "loss-only detector: start of the next descent, in τ",
-        "tau1": "horizon in τ: T_d,leading(m, α) + margin",
-        "t1": "horizon in physical time",
-        "wall_s": "batch wall time / batch size (s)",
-        "energy_residual_max": "max |L(0) − L(t) − ∫‖∇L‖²| (accuracy certificate)",
-        "tau": "save times of this point in τ = ‖E[f x]‖·t",
-        "t": "save times of this point in physical time",
-        "loss": "loss R at the save times",
-        "K_hat": "K̂ = K·s²/‖b‖ at the save times",
-        "status": "'ok', 'failed' or 'missing' (never run)",
-        "error": "error message of a failed point",
-    }
-    for k, text in descriptions.items():
-        ds[k].attrs["description"] = text
-    c = cfg.to_dict()
+    ds["status"].attrs["description"] = "'ok', 'failed' or 'missing' (never run)"
+    ds["error"].attrs["description"] = "error message of a failed point"
     ds.attrs.update(
-        experiment=cfg.experiment,
+        experiment=spec.experiment,
         format=FORMAT,
-        config=json.dumps(c),
+        config=json.dumps(spec.settings()),
         versions=json.dumps(versions()),
-        solver=cfg.solver,
-        rtol=cfg.rtol,
-        atol=cfg.atol,
-        target=cfg.target,
-        data=cfg.data,
-        n=cfg.n,
-        beta=cfg.beta,
-        layout="curves on each point's own save times: tau(m, alpha, seed, save)",
     )
     return ds
 
 
-def _check_out(out: Path, cfg: SweepConfig) -> bool:
+def load_sweep(path) -> xr.Dataset:
+    """A combined results file (sweep.nc), refused (`ConfigError`) if it could read other
+    files (`hdf5_hazard`)."""
+    path = Path(path)
+    data = path.read_bytes()  # the bytes checked are the bytes parsed
+    hazard = hdf5_hazard(io.BytesIO(data))
+    if hazard is not None:
+        raise ConfigError(f"refusing to read {path}: {hazard}.")
+    return xr.load_dataset(io.BytesIO(data), engine="h5netcdf")
+
+
+def _check_out(out: Path, spec: AbstractSweepSpec) -> bool:
     """Refuse a folder holding something else; True when it already holds this sweep."""
     fresh = (
         f"Refusing to mix results: use a new --out, or delete {out} to start fresh "
@@ -751,22 +599,22 @@ def _check_out(out: Path, cfg: SweepConfig) -> bool:
     try:
         man = json.loads(manifest.read_text(encoding="utf-8"))
         old_exp, old_cfg = man["experiment"], man["config"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        old_cfg = spec.upgrade_settings(old_cfg)  # folders written before a setting existed
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{manifest} is unreadable ({exc}). {fresh}") from None
-    if old_exp != cfg.experiment:
+    if old_exp != spec.experiment:
         raise ConfigError(
-            f"{out} holds a sweep of experiment {old_exp!r}, not {cfg.experiment!r}. {fresh}"
+            f"{out} holds a sweep of experiment {old_exp!r}, not {spec.experiment!r}. {fresh}"
         )
-    new_cfg = cfg.to_dict()
-    old_cfg = _upgrade_config(old_cfg)  # folders written before a setting existed
+    new_cfg = spec.settings()
     diff = [k for k in sorted(set(old_cfg) | set(new_cfg)) if old_cfg.get(k) != new_cfg.get(k)]
     if diff:
         was = ", ".join(f"{k}={old_cfg.get(k)!r}" for k in diff)
         now = ", ".join(f"{k}={new_cfg.get(k)!r}" for k in diff)
+        grid = ", ".join(a.flag for a in spec.axes)
         raise ConfigError(
             f"{out} holds a sweep with different settings ({was}); this sweep asks for {now}. "
-            f"{fresh} Only the grid (--m, --alpha, --seeds) may change between runs into one "
-            "folder."
+            f"{fresh} Only the grid ({grid}) may change between runs into one folder."
         )
     return True
 
@@ -775,19 +623,34 @@ def _check_out(out: Path, cfg: SweepConfig) -> bool:
 # Batches and the backends
 
 
-def make_batches(points: Sequence[tuple[int, float, int]], batch_size: int) -> list[list]:
-    """Group points by width m (equal shapes) and split each group into balanced batches
-    of at most `batch_size`, keeping equal α together (similar horizons)."""
-    groups: dict[int, list] = {}
+def make_batches(
+    points: Sequence[tuple], batch_size: int, key: Callable[[tuple], Hashable] = lambda p: p
+) -> list[list]:
+    """Group points by `key` (equal shapes) and split each group into balanced batches of
+    at most `batch_size`, in grid order within a group (neighbours have similar costs)."""
+    groups: dict = {}
     for p in points:
-        groups.setdefault(p[0], []).append(p)
+        groups.setdefault(key(p), []).append(p)
     batches = []
-    for m in sorted(groups):
-        group = sorted(groups[m], key=lambda p: (p[1], p[2]))
-        k = math.ceil(len(group) / batch_size)
-        size = math.ceil(len(group) / k)
+    for k in sorted(groups):
+        group = sorted(groups[k])
+        n = math.ceil(len(group) / batch_size)
+        size = math.ceil(len(group) / n)
         batches.extend(group[i : i + size] for i in range(0, len(group), size))
     return batches
+
+
+def _pads(batches: list[list], key: Callable[[tuple], Hashable] = lambda p: p) -> list[int]:
+    """Pad every batch of one key to that key's largest batch (one compiled solve)."""
+    largest: dict = {}
+    for b in batches:
+        largest[key(b[0])] = max(largest.get(key(b[0]), 0), len(b))
+    return [largest[key(b[0])] for b in batches]
+
+
+def _compute_batch(spec: AbstractSweepSpec, points: list[tuple], pad_to: int) -> list[dict]:
+    """One batch of points (a Dask task: plain data and the pickled spec in, records out)."""
+    return spec.run_batch([tuple(p) for p in points], pad_to)
 
 
 def _connect(scheduler: str, timeout: float):
@@ -811,7 +674,7 @@ def _connect(scheduler: str, timeout: float):
             raise  # Ctrl-C while connecting stays an interrupt
         raise ConfigError(
             f"cannot reach the Dask scheduler at {scheduler!r} within {timeout:g}s "
-            f"({_error_text(exc)}). Check the address (e.g. tcp://host:8786) and that the "
+            f"({error_text(exc)}). Check the address (e.g. tcp://host:8786) and that the "
             "scheduler is running; nothing was written."
         ) from None
     return client
@@ -826,7 +689,11 @@ def _close_quietly(client, timeout: float) -> None:
 
 @dataclasses.dataclass
 class SweepResult:
-    """What `sweep` did: counts, failures, the files written and the fitted slopes."""
+    """What `sweep` did: counts, failures, the files written and the summary.
+
+    `points` and `failed` are brief records (id, axis values, status, error, note and the
+    spec's `brief_fields`) of the grid's points and of those that failed; `plotted` is
+    what `spec.plot` returned (None without a figure)."""
 
     out: Path
     path: Path
@@ -835,13 +702,13 @@ class SweepResult:
     n_run: int
     n_retried: int
     failed: list[dict]
-    not_reached: list[dict]
-    slopes: dict | None
     figure: Path | None
     summary: str
     backend: str
     #: Point files found unreadable, unsafe or not from this sweep: [{"file", "reason"}].
     rejected: list[dict] = dataclasses.field(default_factory=list)
+    points: list[dict] = dataclasses.field(default_factory=list)
+    plotted: Any = None
 
     @property
     def ok(self) -> bool:
@@ -849,151 +716,55 @@ class SweepResult:
         return not self.failed
 
     def dataset(self) -> xr.Dataset:
-        return _load_checked(self.path)
-
-
-def _load_checked(path: Path) -> xr.Dataset:
-    """A combined results file, refused (`ConfigError`) if it could read other files."""
-    data = path.read_bytes()  # the bytes checked are the bytes parsed
-    hazard = hdf5_hazard(io.BytesIO(data))
-    if hazard is not None:
-        raise ConfigError(f"refusing to read {path}: {hazard}.")
-    return xr.load_dataset(io.BytesIO(data), engine="h5netcdf")
-
-
-def _fmt(x: float, digits: int = 4) -> str:
-    return f"{x:.{digits}g}" if math.isfinite(x) else "NaN"
+        return load_sweep(self.path)
 
 
 def sweep(
+    spec: AbstractSweepSpec,
     out,
+    grid: Mapping[str, Any],
     *,
-    m,
-    alpha,
-    seeds,
-    experiment: str = "multistage",
-    target: str = "f1",
-    data: str = "paper",
-    n: int = 1000,
-    solver: str = "tsit5",
-    rtol: float = 1e-6,
-    atol: float = 1e-9,
-    beta: float = 0.1,
-    n_save: int = 401,
-    margin: float = 8.0,
-    max_steps: int = 200_000,
-    vector_field: str = "autodiff",
-    dtype: str = "float64",
-    batch_size: int = 8,
     scheduler: str | None = None,
     connect_timeout: float = 10.0,
     plot: bool = True,
     progress: bool = True,
 ) -> SweepResult:
-    """Run the descent-time grid m × α × seeds of the multi-stage experiment, resumably.
+    """Run the grid `grid` of `spec` into the folder `out`, resumably.
 
     **Arguments:**
+    - `spec`: the experiment's `AbstractSweepSpec` (its settings and how to run points).
     - `out`: output folder (created; see the module docstring for its layout). A folder
       holding a sweep with the same settings is resumed or extended: completed points are
       skipped, failed ones retried. Different settings are refused (`ConfigError`).
-    - `m`, `alpha`, `seeds`: the grid, as sequences or strings ('1000,5000', '0.75,1',
-      seeds '0-2' or '0,1,2'). Widths ≥ 2, α > 1/2, seeds ≥ 0, no duplicates.
-    - `target`, `data`, `n`, `solver`, `rtol`, `atol`, `beta`, `n_save`, `margin`,
-      `max_steps`, `vector_field` ('autodiff' or 'fused'), `dtype` ('float64' or
-      'float32'): see `SweepConfig`.
-    - `batch_size`: the most runs per vmapped batch (runs of one width are batched).
+    - `grid`: each axis name → its values, as text ('1000,5000', seeds '0-2') or a
+      sequence (`Axis.parse`).
     - `scheduler`: a Dask scheduler address ('tcp://host:8786'): one task per batch on
       the cluster, point files written here as results arrive. None: batches run one after
       another in this process. `connect_timeout`: seconds to wait for the scheduler
       (unreachable: `ConfigError`, nothing written).
-    - `plot`: write `OUT/descent_time.png` (`plot_descent_sweep`). `progress`: print a line
-      per grid point and the summary.
+    - `plot`: write the spec's figure. `progress`: print a line per grid point and the
+      summary.
 
     **Returns:** a `SweepResult` (`.ok` is False when a point of this grid failed; failed
     points are recorded with their error, the others complete). Raises `ConfigError` on
     bad input before anything is written.
     """
-    cfg = SweepConfig(
-        experiment=experiment,
-        target=target,
-        data=data,
-        n=n,
-        solver=solver,
-        rtol=rtol,
-        atol=atol,
-        beta=beta,
-        n_save=n_save,
-        margin=margin,
-        max_steps=max_steps,
-        vector_field=vector_field,
-        dtype=dtype,
-    )
-    grid = parse_grid(m, alpha, seeds)
-    from ._simulate import _IMPLICIT, MAX_IMPLICIT_PARAMS
-
-    widest = max(p[0] for p in grid)
-    if cfg.solver in _IMPLICIT and 2 * widest > MAX_IMPLICIT_PARAMS:
-        raise ConfigError(
-            f"solver {cfg.solver!r} forms the dense Hessian and is limited to "
-            f"{MAX_IMPLICIT_PARAMS} parameters; m = {widest} has {2 * widest}. Use 'tsit5'."
-        )
-    if not (_is_int(batch_size) and batch_size >= 1):
-        raise ConfigError(f"`batch_size` must be an integer ≥ 1; got {batch_size!r}.")
-    for mm, aa, _ in grid:
-        if not float(mm) ** (-float(aa)) >= MIN_INIT_STD:
-            raise ConfigError(
-                f"--alpha/--m: at m = {mm}, α = {aa} the initial weights have std m^-α = "
-                f"{float(mm) ** (-float(aa)):.3g}, below {MIN_INIT_STD:g}: float64 cannot "
-                "resolve their growth. Use a smaller α (the theorems need α > 1/2; the paper "
-                "uses α ≤ 2) or a smaller m."
-            )
-    if cfg.vector_field == "autodiff":  # the fused field works in sample blocks
-        batch = min(batch_size, len(grid))
-        check_memory(
-            two_layer_bytes(cfg.n, widest, batch=batch, itemsize=jnp.dtype(cfg.dtype).itemsize),
-            f"--m {widest} with --n {cfg.n} (batches of {batch})",
-            "Reduce --m, --n or --batch-size.",
-        )
-    # atol must sit well below the initial weights (std m^{-α}); otherwise the early,
-    # exponentially growing phase runs without error control and T_d shifts (measured:
-    # +0.5 in τ at α = 2, m = 2·10⁴ with atol 1e-8).
-    tiny = min(float(mm) ** (-float(aa)) for mm, aa, _ in grid)
-    if cfg.atol > ATOL_INIT_FRACTION * tiny:
-        mm, aa = min(((mm, aa) for mm, aa, _ in grid), key=lambda p: float(p[0]) ** -p[1])
-        raise ConfigError(
-            f"`atol` = {cfg.atol:g} is not small against the initial weights: at m = {mm}, "
-            f"α = {aa:g} they have std m^-α = {tiny:.3g}, so the early growth would run "
-            f"without error control. Use atol ≤ {ATOL_INIT_FRACTION * tiny:.1g} "
-            f"(= {ATOL_INIT_FRACTION:g}·m^-α)."
-        )
+    if not isinstance(spec, AbstractSweepSpec):
+        raise ConfigError(f"`spec` must be an AbstractSweepSpec; got {type(spec).__name__}.")
+    points = grid_points(spec.axes, grid)
+    spec.check(points)
     if not (isinstance(connect_timeout, (int, float)) and connect_timeout > 0):
         raise ConfigError(f"`connect_timeout` must be > 0 seconds; got {connect_timeout!r}.")
-    _check_points_buildable(cfg, grid)
     out = Path(out)
-    _check_out(out, cfg)  # refuse early, before connecting; checked again under the lock
+    _check_out(out, spec)  # refuse early, before connecting; checked again under the lock
     client = _connect(scheduler, connect_timeout) if scheduler else None
     try:
         with _Interrupts() as interrupts, _locked(out):
-            existing = _check_out(out, cfg)
-            return _run(
-                out, cfg, grid, existing, batch_size, client, scheduler, plot, progress, interrupts
-            )
+            existing = _check_out(out, spec)
+            return _run(out, spec, points, existing, client, scheduler, plot, progress, interrupts)
     finally:
         if client is not None:
             client.close()
-
-
-def _check_points_buildable(cfg: SweepConfig, grid) -> None:
-    """`ConfigError` now, before the folder is touched, for settings that every point would
-    fail on: the narrowest point's problem is built (data, model, dtype) and its solver
-    settings go through the check `simulate` makes (e.g. an rtol that float32 cannot
-    meet). A manifest written for such a sweep would lock the folder against the corrected
-    command."""
-    from ._simulate import _resolve_solver
-
-    m, alpha, seed = min(grid, key=lambda p: p[0])
-    problem = _make_point_problem(cfg, m, alpha, seed)
-    _resolve_solver(cfg.solver, cfg.rtol, problem.n_params, problem.dtype)
 
 
 @contextlib.contextmanager
@@ -1058,32 +829,29 @@ def _say(progress: bool, text: str) -> None:
         print(text, flush=True)
 
 
-def _is_point_name(name: str) -> bool:
-    return _POINT_NAME.match(name) is not None
+def _plural(n: int, word: str, suffix: str = "s") -> str:
+    return f"{n} {word}{suffix if n != 1 else ''}"
 
 
-_POINT_NAME = re.compile(r"^m\d+_alpha[^/]+_seed\d+\.nc$")
-#: The files a sweep writes at the top of its folder.
-_TOP_FILES = frozenset({"manifest.json", "sweep.nc", "descent_time.png"})
-
-
-def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress, interrupts):
+def _run(out, spec, grid, existing, client, scheduler, plot, progress, interrupts):
     start = time.perf_counter()
     points_dir = out / "points"
+    top = {"manifest.json", "sweep.nc"} | ({spec.figure_name} if spec.figure_name else set())
+    is_point = point_name_pattern(spec).match
     # we hold the lock, so no write is in progress: a temporary of ours is a killed write's
-    stale = remove_stale_temporaries(out, _TOP_FILES.__contains__)
-    stale += remove_stale_temporaries(points_dir, _is_point_name)
+    stale = remove_stale_temporaries(out, top.__contains__)
+    stale += remove_stale_temporaries(points_dir, lambda name: is_point(name) is not None)
     if stale:
         _say(
             progress,
-            f"[sweep] removed {len(stale)} temporary file{'s' if len(stale) != 1 else ''} left "
-            "by an interrupted write: " + ", ".join(str(q.relative_to(out)) for q in stale),
+            f"[sweep] removed {_plural(len(stale), 'temporary file')} left by an interrupted "
+            "write: " + ", ".join(str(q.relative_to(out)) for q in stale),
         )
     if not existing:  # the manifest first: a folder with points always has one
         manifest = {
-            "experiment": cfg.experiment,
+            "experiment": spec.experiment,
             "format": FORMAT,
-            "config": cfg.to_dict(),
+            "config": spec.settings(),
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "versions": versions(),
         }
@@ -1091,76 +859,65 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
     points_dir.mkdir(parents=True, exist_ok=True)
     records: dict[str, dict] = {}
     rejected: list[dict] = []
-    grid_ids = {point_id(*p) for p in grid}
+    ids = [spec.point_id(p) for p in grid]
+    grid_ids = set(ids)
     for path in sorted(points_dir.glob("*.nc")):
         if path.name.startswith("."):
             continue  # a temporary file of an interrupted write
-        rec, reason = _read_point(path, cfg)
+        rec, reason = _read_point(path, spec)
         if rec is not None:
             records[rec["id"]] = rec
             continue
         action = "recomputing it" if path.stem in grid_ids else "left out (not in this grid)"
         rejected.append({"file": str(path.relative_to(out)), "reason": reason})
         _say(progress, f"[sweep] rejected {path.relative_to(out)}: {reason}; {action}")
-    ids = [point_id(*p) for p in grid]
     done = [i for i in ids if records.get(i, {}).get("status") == "ok"]
     retried = [i for i in ids if records.get(i, {}).get("status") == "failed"]
     done_set = set(done)
     pending = [p for p, i in zip(grid, ids, strict=True) if i not in done_set]
-    batches = make_batches(pending, batch_size)
+    batches = make_batches(pending, spec.batch_size, spec.batch_key)
     backend = "in-process"
     if client is not None:
-        n_workers = len(client.nthreads())
-        backend = f"Dask scheduler {scheduler}, {n_workers} worker{'s' if n_workers != 1 else ''}"
+        backend = f"Dask scheduler {scheduler}, {_plural(len(client.nthreads()), 'worker')}"
     n_bad = len(rejected)
     _say(
         progress,
-        f"[sweep] {cfg.experiment}: {len(grid)} grid points, {len(done)} done (skipped), "
+        f"[sweep] {spec.experiment}: {len(grid)} grid points, {len(done)} done (skipped), "
         + (f"{len(retried)} failed before (retried), " if retried else "")
-        + (f"{n_bad} point file{'s' if n_bad != 1 else ''} rejected, " if n_bad else "")
-        + f"{len(pending)} to run in {len(batches)} "
-        f"batch{'es' if len(batches) != 1 else ''} ({backend}); {cfg.solver}, "
-        f"rtol={cfg.rtol:g}, atol={cfg.atol:g}, {cfg.target}, {cfg.data} data, n={cfg.n}",
+        + (f"{_plural(n_bad, 'point file')} rejected, " if n_bad else "")
+        + f"{len(pending)} to run in {_plural(len(batches), 'batch', 'es')} ({backend}); "
+        + spec.describe(),
     )
     counter = [len(done)]
 
     def handle(batch_recs):
         for rec in batch_recs:
-            _write_point(points_dir, rec, cfg)
+            _write_point(points_dir, rec, spec)
             records[rec["id"]] = rec
             counter[0] += 1
-            if rec["status"] != "ok":
-                tail = f"FAILED: {rec['error']}"
-            elif math.isfinite(rec["T_d"]):
-                tail = f"T_d={rec['T_d']:.4g} (wall {rec['wall_s']:.3g}s)"
-            else:
-                tail = f"T_d not reached by τ₁={rec['tau1']:.4g} (wall {rec['wall_s']:.3g}s)"
-            _say(
-                progress,
-                f"[{counter[0]}/{len(grid)}] m={rec['m']} α={rec['alpha']:g} "
-                f"seed={rec['seed']} {tail}",
-            )
+            tail = spec.point_text(rec) if rec["status"] == "ok" else f"FAILED: {rec['error']}"
+            _say(progress, f"[{counter[0]}/{len(grid)}] {spec.point_label(rec)} {tail}")
             interrupts.check()
-        _write_netcdf_atomic(combined_dataset(records.values(), cfg), out / "sweep.nc")
+        _write_netcdf_atomic(spec.combine(records.values()), out / "sweep.nc")
 
-    cfg_dict = cfg.to_dict()
-    pads = _pads(batches)
+    pads = _pads(batches, spec.batch_key)
     if client is None:
         for batch, pad in zip(batches, pads, strict=True):
             interrupts.check()
-            handle(run_points(cfg_dict, batch, pad_to=pad))
+            handle(spec.run_batch(batch, pad))
     elif batches:
         from distributed import as_completed
 
         futures = {}
         for batch, pad in zip(batches, pads, strict=True):
+            tag = re.sub(r"[^\w.-]+", "_", str(spec.batch_key(batch[0]))).strip("_")
             fut = client.submit(
-                run_points,
-                cfg_dict,
+                _compute_batch,
+                spec,
                 [tuple(p) for p in batch],
                 pad,
                 pure=False,
-                key=f"flows-sweep-{batch[0][0]}-{uuid.uuid4().hex[:12]}",
+                key=f"flows-sweep-{tag}-{uuid.uuid4().hex[:12]}",
             )
             futures[fut] = batch
         for fut in as_completed(list(futures), loop=client.loop):
@@ -1171,89 +928,25 @@ def _run(out, cfg, grid, existing, batch_size, client, scheduler, plot, progress
             except Exception as exc:  # noqa: BLE001 - the batch's points fail, others go on
                 recs = []
                 for p in batch:
-                    rec = _blank_record(cfg, *p)
-                    rec["error"] = f"batch failed on the cluster: {_error_text(exc)}"
+                    rec = spec.blank_record(p)
+                    rec["error"] = f"batch failed on the cluster: {error_text(exc)}"
                     recs.append(rec)
             handle(recs)
     interrupts.check()
-    ds = combined_dataset(records.values(), cfg)
-    _write_netcdf_atomic(ds, out / "sweep.nc")
+    _write_netcdf_atomic(spec.combine(records.values()), out / "sweep.nc")
 
-    slopes, figure = None, None
-    if plot:
-        figure = out / "descent_time.png"
-        slopes = plot_descent_sweep(out / "sweep.nc", figure)
+    plotted, figure = None, None
+    if plot and spec.figure_name:
+        figure = out / spec.figure_name
+        plotted = spec.plot(out / "sweep.nc", figure)
     grid_recs = [records[i] for i in ids if i in records]
     failed = [r for r in grid_recs if r["status"] != "ok"]
-    not_reached = [r for r in grid_recs if r["status"] == "ok" and not math.isfinite(r["T_d"])]
-    summary = _summary(
-        grid,
-        grid_recs,
-        failed,
-        not_reached,
-        len(done),
-        len(retried),
-        len(pending),
-        slopes,
-        time.perf_counter() - start,
-        rejected,
-    )
-    _say(progress, summary)
-    files = [out / "sweep.nc"] + ([figure] if figure else [])
-    _say(progress, "wrote: " + ", ".join(str(f) for f in files))
-    return SweepResult(
-        out=out,
-        path=out / "sweep.nc",
-        n_points=len(grid),
-        n_skipped=len(done),
-        n_run=len(pending),
-        n_retried=len(retried),
-        failed=[_brief(r) for r in failed],
-        not_reached=[_brief(r) for r in not_reached],
-        slopes=slopes,
-        figure=figure,
-        summary=summary,
-        backend=backend,
-        rejected=rejected,
-    )
-
-
-def _pads(batches: list[list]) -> list[int]:
-    """Pad every batch of one width to that width's largest batch (one compiled solve)."""
-    largest: dict[int, int] = {}
-    for b in batches:
-        largest[b[0][0]] = max(largest.get(b[0][0], 0), len(b))
-    return [largest[b[0][0]] for b in batches]
-
-
-def _brief(rec: dict) -> dict:
-    return {
-        k: rec[k] for k in ("id", "m", "alpha", "seed", "status", "error", "note", "T_d", "tau1")
-    }
-
-
-def _summary(
-    grid, recs, failed, not_reached, n_done, n_retried, n_run, slopes, wall, rejected
-) -> str:
     lines = [
-        f"\n== sweep summary: {len(grid)} points; {n_done} skipped (done before), "
-        f"{n_run} run ({n_retried} of them retried after failing before); {len(failed)} failed; "
-        f"{wall:.1f}s ==",
-        f"{'m':>8} {'α':>6} {'T_p':>8} {'T_d mean':>9} {'± sd':>7}  reached/n",
+        f"\n== sweep summary: {len(grid)} points; {len(done)} skipped (done before), "
+        f"{len(pending)} run ({len(retried)} of them retried after failing before); "
+        f"{len(failed)} failed; {time.perf_counter() - start:.1f}s ==",
+        *spec.summary_table(grid_recs),
     ]
-    by = {}
-    for r in recs:
-        by.setdefault((r["m"], r["alpha"]), []).append(r)
-    for (m_, a_), rs in sorted(by.items()):
-        vals = np.array([r["T_d"] for r in rs if r["status"] == "ok"], dtype=float)
-        fin = vals[np.isfinite(vals)]
-        mean = float(np.mean(fin)) if fin.size else float("nan")
-        sd = float(np.std(fin, ddof=1)) if fin.size > 1 else float("nan")
-        t_p = next((r["T_p"] for r in rs if math.isfinite(r["T_p"])), float("nan"))
-        lines.append(
-            f"{m_:>8} {a_:>6g} {_fmt(t_p):>8} {_fmt(mean):>9} {_fmt(sd, 2):>7} "
-            f"{fin.size:>6}/{len(rs)}"
-        )
     if rejected:
         lines.append(
             f"REJECTED point files ({len(rejected)}; not merged, recomputed if in this grid):"
@@ -1261,100 +954,25 @@ def _summary(
         lines += [f"  {r['file']}: {r['reason']}" for r in rejected]
     if failed:
         lines.append(f"FAILED ({len(failed)}):")
-        lines += [f"  m={r['m']} α={r['alpha']:g} seed={r['seed']}: {r['error']}" for r in failed]
-    if not_reached:
-        lines.append(
-            f"T_d not reached within the horizon ({len(not_reached)}; NaN, not a failure):"
-        )
-        lines += [
-            f"  m={r['m']} α={r['alpha']:g} seed={r['seed']} (τ₁ = {r['tau1']:.4g})"
-            for r in not_reached
-        ]
-    if slopes:
-        for a_, s in slopes["T_d_vs_ln_m"].items():
-            lines.append(
-                f"slope of T_d vs ln m at α = {a_:g}: {_slope_text(s['fit'])} "
-                f"(theory (2α−1)/2 = {s['theory']:.4g})"
-            )
-        for m_, s in slopes["T_d_vs_alpha"].items():
-            lines.append(
-                f"slope of T_d vs α at m = {m_}: {_slope_text(s['fit'])} "
-                f"(theory ln m = {s['theory']:.4g})"
-            )
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------
-# Figure
-
-
-def _slope_text(fit: float) -> str:
-    return f"{fit:.4g}" if math.isfinite(fit) else "n/a (needs two values)"
-
-
-def _fit(x, y) -> float:
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 2 or np.ptp(x[ok]) == 0:
-        return float("nan")
-    return float(np.polyfit(x[ok], y[ok], 1)[0])
-
-
-def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
-    """The descent-time figure of a sweep: T_d (mean ± sd over seeds, failed points and
-    T_d not reached left out) against α for each m, and against ln m for each α, with
-    least-squares slopes of the means in the legends beside the theory (ln m and
-    (2α − 1)/2). Written atomically to `out_png`.
-
-    **Returns:** {"T_d_vs_alpha": {m: {"fit", "theory"}}, "T_d_vs_ln_m": {α: {"fit",
-    "theory"}}}; a fit is NaN with fewer than two finite means.
-    """
-    from .experiments.base import new_figure
-
-    ds = _load_checked(Path(sweep_nc_path))
-    ok = ds["status"] == "ok"
-    td = ds["T_d"].where(ok)
-    mean = td.mean("seed", skipna=True).values  # (m, alpha)
-    count = np.isfinite(td.values).sum(axis=2)
-    sd = np.where(count > 1, td.std("seed", ddof=1, skipna=True).values, 0.0)
-    ms_ = ds["m"].values.astype(int)
-    alphas = ds["alpha"].values.astype(float)
-    fig, axes = new_figure(1, 2, figsize=(12, 4.5))
-    slopes: dict = {"T_d_vs_alpha": {}, "T_d_vs_ln_m": {}}
-    ax = axes[0]
-    for i, m_ in enumerate(ms_):
-        fit, theory = _fit(alphas, mean[i]), math.log(int(m_))
-        slopes["T_d_vs_alpha"][int(m_)] = {"fit": fit, "theory": theory}
-        ax.errorbar(
-            alphas,
-            mean[i],
-            yerr=sd[i],
-            marker="o",
-            capsize=3,
-            label=f"m = {m_}: slope {_slope_text(fit)} (theory ln m = {theory:.3g})",
-        )
-    ax.set(xlabel="α", ylabel="T_d (τ)", title="T_d vs α (mean ± sd over seeds)")
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    lnm = np.log(ms_.astype(float))
-    for j, a_ in enumerate(alphas):
-        fit, theory = _fit(lnm, mean[:, j]), (2 * float(a_) - 1) / 2
-        slopes["T_d_vs_ln_m"][float(a_)] = {"fit": fit, "theory": theory}
-        ax.errorbar(
-            lnm,
-            mean[:, j],
-            yerr=sd[:, j],
-            marker="o",
-            capsize=3,
-            label=f"α = {a_:g}: slope {_slope_text(fit)} (theory (2α−1)/2 = {theory:.3g})",
-        )
-    ax.set(xlabel="ln m", ylabel="T_d (τ)", title="T_d vs ln m (mean ± sd over seeds)")
-    ax.legend(fontsize=8)
-    cfg = json.loads(ds.attrs.get("config", "{}"))
-    fig.suptitle(
-        f"Descent time: {cfg.get('target', '?')}, {cfg.get('data', '?')} data, "
-        f"n = {cfg.get('n', '?')}, β = {cfg.get('beta', '?')}"
+        lines += [f"  {spec.point_label(r)}: {r['error']}" for r in failed]
+    lines += spec.summary_notes(grid_recs, plotted)
+    summary = "\n".join(lines)
+    _say(progress, summary)
+    files = [out / "sweep.nc"] + ([figure] if figure else [])
+    _say(progress, "wrote: " + ", ".join(str(f) for f in files))
+    brief = ("id", *(a.name for a in spec.axes), *TEXTS, *spec.brief_fields)
+    return SweepResult(
+        out=out,
+        path=out / "sweep.nc",
+        n_points=len(grid),
+        n_skipped=len(done),
+        n_run=len(pending),
+        n_retried=len(retried),
+        failed=[{k: r[k] for k in brief} for r in failed],
+        figure=figure,
+        summary=summary,
+        backend=backend,
+        rejected=rejected,
+        points=[{k: r[k] for k in brief} for r in grid_recs],
+        plotted=plotted,
     )
-    fig.tight_layout()
-    write_atomic(Path(out_png), lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    return slopes

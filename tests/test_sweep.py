@@ -11,6 +11,7 @@ import xarray as xr
 import flows
 from flows import _batch, _cli, _sweep
 from flows.experiments import multistage as msx
+from flows.experiments.multistage import sweep as msweep
 from flows.models import TwoLayer
 
 # One tiny grid for every sweep here: one width, so one compiled batched solve (B = 2).
@@ -41,7 +42,7 @@ TIMING = {"wall_s", "batch_wall_s", "compile_s"}
 
 
 def _run(out, **kw):
-    return _sweep.sweep(out, **{**GRID, **SETTINGS, "plot": False, "progress": False, **kw})
+    return msweep.descent_sweep(out, **{**GRID, **SETTINGS, "plot": False, "progress": False, **kw})
 
 
 def _assert_same_results(a: xr.Dataset, b: xr.Dataset, rtol=1e-12, atol=1e-13):
@@ -73,13 +74,13 @@ def reference(tmp_path_factory):
 
 
 def test_parse_grid_forms():
-    assert _sweep.parse_widths("1000,5000") == (1000, 5000)
-    assert _sweep.parse_widths([250, "1e3"]) == (250, 1000)
-    assert _sweep.parse_alphas("0.75, 1") == (0.75, 1.0)
-    assert _sweep.parse_seeds("0-2") == (0, 1, 2)
-    assert _sweep.parse_seeds("0,1,5-6") == (0, 1, 5, 6)
-    assert _sweep.parse_seeds(range(3)) == (0, 1, 2)
-    grid = _sweep.parse_grid("20,40", "0.75,1", "0-1")
+    assert msweep.parse_widths("1000,5000") == (1000, 5000)
+    assert msweep.parse_widths([250, "1e3"]) == (250, 1000)
+    assert msweep.parse_alphas("0.75, 1") == (0.75, 1.0)
+    assert msweep.parse_seeds("0-2") == (0, 1, 2)
+    assert msweep.parse_seeds("0,1,5-6") == (0, 1, 5, 6)
+    assert msweep.parse_seeds(range(3)) == (0, 1, 2)
+    grid = msweep.parse_grid("20,40", "0.75,1", "0-1")
     assert len(grid) == 8 and grid[0] == (20, 0.75, 0) and grid[-1] == (40, 1.0, 1)
 
 
@@ -103,15 +104,16 @@ def test_parse_grid_forms():
 )
 def test_parse_grid_errors(m, alpha, seeds, match):
     with pytest.raises(flows.ConfigError, match=match):
-        _sweep.parse_grid(m, alpha, seeds)
+        msweep.parse_grid(m, alpha, seeds)
 
 
 def test_make_batches_groups_by_width_and_balances():
-    grid = _sweep.parse_grid("20,40", "0.75,1,1.25", "0-2")
-    batches = _sweep.make_batches(grid, 4)
+    grid = msweep.parse_grid("20,40", "0.75,1,1.25", "0-2")
+    batches = _sweep.make_batches(grid, 4, msweep.batch_key)
     assert [len(b) for b in batches] == [3, 3, 3, 3, 3, 3]
     assert all(len({p[0] for p in b}) == 1 for b in batches)
-    assert _sweep._pads(_sweep.make_batches(grid[:7], 4)) == [4, 4]
+    key = msweep.batch_key
+    assert _sweep._pads(_sweep.make_batches(grid[:7], 4, key), key) == [4, 4]
     assert sorted(p for b in batches for p in b) == sorted(grid)
 
 
@@ -218,13 +220,13 @@ def test_resume_after_crash_skips_done_points(reference, tmp_path, monkeypatch):
     # debris of an interrupted write never counts as a completed point
     (out / "points" / ".m20_alpha1.0_seed0.nc.abc123.tmp").write_bytes(b"\x89HDF partial")
     computed = []
-    real_run_points = _sweep.run_points
+    real_run_points = msweep.run_points
 
     def counting(config, specs, pad_to=0):
         computed.extend(specs)
         return real_run_points(config, specs, pad_to)
 
-    monkeypatch.setattr(_sweep, "run_points", counting)
+    monkeypatch.setattr(msweep, "run_points", counting)
     result = _run(out)
     assert sorted(computed) == [(20, 1.0, 0), (20, 1.0, 1)]  # only the missing points
     assert result.n_skipped == 2 and result.n_run == 2 and result.ok
@@ -276,14 +278,14 @@ def test_refuses_to_mix_configs(reference, tmp_path):
 
 def test_failing_point_is_recorded_and_retried(reference, tmp_path, monkeypatch, capsys):
     out = tmp_path / "sweep"
-    real = _sweep._make_point_problem
+    real = msweep._make_point_problem
 
     def broken(cfg, m, alpha, seed):
         if (alpha, seed) == (1.0, 1):
             raise RuntimeError("injected failure")
         return real(cfg, m, alpha, seed)
 
-    monkeypatch.setattr(_sweep, "_make_point_problem", broken)
+    monkeypatch.setattr(msweep, "_make_point_problem", broken)
     code = _cli.main(CLI_ARGS + ["--out", str(out)])
     text = capsys.readouterr().out
     assert code == 1
@@ -293,7 +295,7 @@ def test_failing_point_is_recorded_and_retried(reference, tmp_path, monkeypatch,
     assert str(bad["status"].values) == "failed" and "injected failure" in str(bad["error"].values)
     assert np.isnan(float(bad["T_d"]))
     assert int((ds["status"] == "ok").sum()) == 3
-    monkeypatch.setattr(_sweep, "_make_point_problem", real)
+    monkeypatch.setattr(msweep, "_make_point_problem", real)
     # the rerun retries the failed point; with a deleted one beside it, the two make one
     # batch of the width already compiled here (a batch of one would compile anew)
     (out / "points" / "m20_alpha0.75_seed0.nc").unlink()
@@ -365,19 +367,19 @@ def test_dask_local_cluster_matches_in_process(reference, tmp_path):
 
 
 def test_plot_descent_sweep_recovers_slopes(tmp_path):
-    cfg = _sweep.SweepConfig(n_save=3)
+    cfg = msweep.SweepConfig(n_save=3)
     rng = np.random.default_rng(0)
     recs = []
     for m in (100, 1000, 10000):
         for a in (0.75, 1.0, 1.5):
             for s in (0, 1):
-                rec = _sweep._blank_record(cfg, m, a, s)
+                rec = msweep._blank_record(cfg, m, a, s)
                 rec.update(status="ok", T_d=(2 * a - 1) / 2 * math.log(m) + 1.0)
                 rec["T_d"] += 0.01 * rng.standard_normal() * (s - 0.5)
                 recs.append(rec)
     recs[-1].update(status="failed", T_d=float("nan"), error="x")  # left out of the mean
-    path = _sweep._write_netcdf_atomic(_sweep.combined_dataset(recs, cfg), tmp_path / "s.nc")
-    slopes = _sweep.plot_descent_sweep(path, tmp_path / "fig.png")
+    path = _sweep._write_netcdf_atomic(msweep.combined_dataset(recs, cfg), tmp_path / "s.nc")
+    slopes = msweep.plot_descent_sweep(path, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 10_000
     for a, s in slopes["T_d_vs_ln_m"].items():
         assert s["theory"] == (2 * a - 1) / 2
@@ -433,9 +435,9 @@ def test_config_round_trip_and_solver_method_refusal():
     the solver's name, and a dict naming another algorithm for it (a worker or folder from
     another version) is refused."""
     for solver in ("tsit5", "rkc"):
-        cfg = _sweep.SweepConfig(solver=solver, rtol=1e-5, dtype="float32")
+        cfg = msweep.SweepConfig(solver=solver, rtol=1e-5, dtype="float32")
         d = cfg.to_dict()
         assert d["solver_method"] == flows._simulate.SOLVER_METHODS.get(solver, solver)
-        assert _sweep.SweepConfig.from_dict(d) == cfg
+        assert msweep.SweepConfig.from_dict(d) == cfg
     with pytest.raises(flows.ConfigError, match="asks for 'RKC2'"):
-        _sweep.SweepConfig.from_dict({**d, "solver_method": "RKC2"})
+        msweep.SweepConfig.from_dict({**d, "solver_method": "RKC2"})

@@ -22,6 +22,7 @@ import xarray as xr
 
 import flows
 from flows import _io, _sweep, _trajectory
+from flows.experiments.multistage import sweep as msweep
 
 GRID = dict(m="20", alpha="0.75,1.0", seeds="0-1")
 SETTINGS = dict(target="f2", data="assumption", n=30, n_save=41, batch_size=2)
@@ -35,7 +36,7 @@ SECRET = 4242.0  # what a crafted file would smuggle into sweep.nc
 
 
 def _run(out, **kw):
-    return _sweep.sweep(out, **{**GRID, **SETTINGS, "plot": False, "progress": False, **kw})
+    return msweep.descent_sweep(out, **{**GRID, **SETTINGS, "plot": False, "progress": False, **kw})
 
 
 def _fake_T_d(m, alpha, seed) -> float:
@@ -58,11 +59,11 @@ def computed(monkeypatch):
     calls = []
 
     def fake_run_points(config, specs, pad_to=0):
-        cfg = _sweep.SweepConfig.from_dict(config)
+        cfg = msweep.SweepConfig.from_dict(config)
         calls.append([tuple(p) for p in specs])
         recs = []
         for m, alpha, seed in specs:
-            rec = _sweep._blank_record(cfg, m, alpha, seed)
+            rec = msweep._blank_record(cfg, m, alpha, seed)
             rec.update(status="ok", T_d=_fake_T_d(m, alpha, seed), T_p=0.5)
             rec["tau"] = np.linspace(0.0, rec["tau1"], cfg.n_save)
             rec["t"] = rec["tau"].copy()
@@ -71,7 +72,7 @@ def computed(monkeypatch):
             recs.append(rec)
         return recs
 
-    monkeypatch.setattr(_sweep, "run_points", fake_run_points)
+    monkeypatch.setattr(msweep, "run_points", fake_run_points)
     return calls
 
 
@@ -97,7 +98,7 @@ def test_second_sweep_on_a_running_folder_is_refused(tmp_path, computed, monkeyp
     exists. B is refused and A's folder stays A's alone."""
     out = tmp_path / "sweep"
     refusals = []
-    real_run_points = _sweep.run_points
+    real_run_points = msweep.run_points
 
     started = []
 
@@ -109,7 +110,7 @@ def test_second_sweep_on_a_running_folder_is_refused(tmp_path, computed, monkeyp
             refusals.append(str(err.value))
         return real_run_points(config, specs, pad_to)
 
-    monkeypatch.setattr(_sweep, "run_points", meanwhile_other_widths)
+    monkeypatch.setattr(msweep, "run_points", meanwhile_other_widths)
     result = _run(out)
     assert result.ok and len(refusals) == 1
     assert f"another sweep is running on {out} (process {os.getpid()})" in refusals[0]
@@ -144,12 +145,12 @@ def test_lock_is_released_by_a_crash_and_by_a_killed_process(tmp_path, computed,
     def crash(config, specs, pad_to=0):
         raise OSError(28, "No space left on device")
 
-    real_run_points = _sweep.run_points
-    monkeypatch.setattr(_sweep, "run_points", crash)
+    real_run_points = msweep.run_points
+    monkeypatch.setattr(msweep, "run_points", crash)
     with pytest.raises(OSError, match="No space left") as err:  # not taken for a lock error
         _run(out)
     assert not isinstance(err.value, flows.ConfigError)
-    monkeypatch.setattr(_sweep, "run_points", real_run_points)
+    monkeypatch.setattr(msweep, "run_points", real_run_points)
     assert _run(out).ok  # the crashed sweep's lock went with it
 
     # another process holds the lock, then is killed: the folder is free again
@@ -446,7 +447,7 @@ def test_plot_refuses_a_crafted_combined_file(tmp_path, computed):
     with h5py.File(out / "sweep.nc", "r+") as f:
         f["alias"] = h5py.SoftLink("/T_d")
     with pytest.raises(flows.ConfigError, match="refusing to read .* soft link"):
-        _sweep.plot_descent_sweep(out / "sweep.nc", tmp_path / "fig.png")
+        msweep.plot_descent_sweep(out / "sweep.nc", tmp_path / "fig.png")
     assert not (tmp_path / "fig.png").exists()
 
 
@@ -465,14 +466,14 @@ class _SwallowsInterrupt:
 def test_interrupt_swallowed_by_a_callback_still_stops_the_sweep(tmp_path, computed, monkeypatch):
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(u.exc_type))
-    real_run_points = _sweep.run_points
+    real_run_points = msweep.run_points
 
     def interrupted_in_a_callback(config, specs, pad_to=0):
         obj = _SwallowsInterrupt()
         del obj
         return real_run_points(config, specs, pad_to)
 
-    monkeypatch.setattr(_sweep, "run_points", interrupted_in_a_callback)
+    monkeypatch.setattr(msweep, "run_points", interrupted_in_a_callback)
     before = signal.getsignal(signal.SIGINT)
     out = tmp_path / "sweep"
     with pytest.raises(KeyboardInterrupt):
@@ -487,7 +488,7 @@ def test_interrupt_swallowed_by_a_callback_still_stops_the_sweep(tmp_path, compu
         signal.raise_signal(signal.SIGINT)
         raise AssertionError("not reached")
 
-    monkeypatch.setattr(_sweep, "run_points", interrupted)
+    monkeypatch.setattr(msweep, "run_points", interrupted)
     with pytest.raises(KeyboardInterrupt):
         _run(out)
     assert signal.getsignal(signal.SIGINT) is before
@@ -498,14 +499,15 @@ def test_ctrl_c_stops_a_cli_sweep_with_status_130(tmp_path):
     code = textwrap.dedent(
         """
         import signal, sys, time
-        from flows import _cli, _sweep
+        from flows import _cli
+        from flows.experiments.multistage import sweep as msweep
 
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
 
         def slow(config, specs, pad_to=0):
             time.sleep(120)
 
-        _sweep.run_points = slow
+        msweep.run_points = slow
         sys.exit(_cli.main(sys.argv[1:]))
         """
     )

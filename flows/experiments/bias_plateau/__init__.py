@@ -90,6 +90,9 @@ from .experiment import (
     crossing_times as crossing_times,
 )
 from .experiment import (
+    deep_runs as deep_runs,
+)
+from .experiment import (
     default_config as default_config,
 )
 from .experiment import (
@@ -169,4 +172,40 @@ from .observables import (
 )
 from .observables import (  # noqa: F401
     top_gap as top_gap,
+)
+from .sweep import (
+    AXES as AXES,
+)
+from .sweep import (
+    CURVES as CURVES,
+)
+from .sweep import (  # noqa: F401
+    MAX_DEPTH as MAX_DEPTH,
+)
+from .sweep import (
+    SCALARS as SCALARS,
+)
+from .sweep import (
+    PlateauSweep as PlateauSweep,
+)
+from .sweep import (
+    PlateauSweepConfig as PlateauSweepConfig,
+)
+from .sweep import (
+    parse_deltas as parse_deltas,
+)
+from .sweep import (
+    parse_depths as parse_depths,
+)
+from .sweep import (
+    parse_prng_seeds as parse_prng_seeds,
+)
+from .sweep import (
+    plateau_sweep as plateau_sweep,
+)
+from .sweep import (
+    plot_plateau_sweep as plot_plateau_sweep,
+)
+from .sweep import (
+    run_point as run_point,
 )

@@ -38,13 +38,16 @@ from reduced import bias_plateau as rbp
 from reduced import interpolation as rint
 
 from ... import _flags as fl
+from ..._baselines import gradient_descent
 from ..._checks import Check
 from ..._data import Dataset
 from ..._errors import ConfigError
 from ..._flags import Flag
 from ..._problem import make_problem
-from ..._simulate import SOLVERS, gradient_descent, simulate
+from ..._simulate import simulate
+from ..._solvers import SOLVERS
 from ..._stages import first_crossing
+from ..._sweep import grid_type
 from ..._trajectory import Trajectory
 from ...models.deep import DEEP_ACTIVATIONS, DeepFCN
 from ...models.homogeneous import Homogeneous
@@ -1084,7 +1087,9 @@ def plot_bias_order(main: HomogeneousRun, rows: list[dict], path: Path) -> None:
 # Entry point of `flows check bias-plateau`
 
 
-def _deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
+def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
+    """The deep nets of Theorem 1 (synthetic data, exact flow; digits and a ReLU net by GD
+    when the config asks) with their interpolation curves and checks."""
     runs: list[DeepRun] = []
     data = synthetic_deep_data(cfg, cfg.seed)
     model = DeepFCN(
@@ -1197,7 +1202,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     checks.append(check_homogeneous_sweep(rows, cfg))
     if progress:
         print(f"[{NAME}] deep nets and Theorem 1", flush=True)
-    deep, deep_checks = _deep_runs(cfg, progress)
+    deep, deep_checks = deep_runs(cfg, progress)
     checks += deep_checks
     if progress:
         print(f"[{NAME}] trends over depth, δ and bias", flush=True)
@@ -1273,12 +1278,79 @@ class BiasPlateauExperiment(AbstractExperiment):
         Flag("delta", "init scale δ in (0, 1) (default 0.1)", fl.real("--delta", positive=True)),
         Flag("seed", "PRNG seed (default 0)", fl.seed()),
     )
+    sweep_flags = (
+        Flag(
+            "depth",
+            "depths r (weight matrices), comma-separated (e.g. 3,4,5)",
+            grid_type("--depth", f"{__package__}.sweep:parse_depths", ("as_int", {"minimum": 1})),
+            required=True,
+        ),
+        Flag(
+            "delta",
+            "init scales δ in (0, 1] (e.g. 1e-3,1e-2)",
+            grid_type(
+                "--delta",
+                f"{__package__}.sweep:parse_deltas",
+                ("as_float", {"positive": True, "hi": 1.0}),
+            ),
+            required=True,
+        ),
+        Flag(
+            "seeds",
+            "seeds: a range 0-2 or a list 0,1,2 (default 0)",
+            grid_type("--seeds", f"{__package__}.sweep:parse_prng_seeds"),
+            default="0",
+        ),
+        Flag(
+            "method",
+            "gd (default; rate --lr) or flow (exact; --rtol, --atol)",
+            choices=("gd", "flow"),
+        ),
+        Flag(
+            "activation",
+            "hidden activation (default relu)",
+            choices=tuple(sorted(DEEP_ACTIVATIONS)),
+        ),
+        Flag(
+            "no_bias",
+            "nets without the output bias (the plateau should vanish)",
+            action="store_true",
+        ),
+        Flag("lr", "learning rate of --method gd (default 0.05)", fl.positive("--lr")),
+        Flag(
+            "rtol",
+            "--method flow: relative tolerance (default 1e-6)",
+            fl.tolerance("--rtol", "1e-6"),
+        ),
+        Flag(
+            "atol",
+            "--method flow: absolute tolerance (default 1e-9)",
+            fl.tolerance("--atol", "1e-9"),
+        ),
+        Flag("t1", "training time T (default 300)", fl.positive("--t1")),
+        Flag("k", "classes, at most 16 (default 4)", fl.count("--k", 2)),
+        Flag("width", "hidden width (default 16)", fl.count("--width")),
+        Flag("n_per_class", "samples per class (default 10)", fl.count("--n-per-class")),
+        Flag("n_alpha", "interpolation points α on [0, 1] (default 50)", fl.count("--n-alpha", 2)),
+        Flag(
+            "plateau_tol",
+            "error plateau: error ≥ 1 − 1/k − tol (default 0.02)",
+            fl.real("--plateau-tol", nonnegative=True),
+        ),
+    )
 
     def default_config(self, quick: bool = False) -> Config:
         return default_config(quick)
 
     def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
         return run(cfg, out, progress=progress)
+
+    def sweep(self, out: Path, options: dict, **engine):
+        """The grid depth × δ × seeds (`flows.experiments.bias_plateau.sweep`)."""
+        from .sweep import plateau_sweep
+
+        given = {k: v for k, v in options.items() if v is not None and k != "no_bias"}
+        return plateau_sweep(out, bias=not options.get("no_bias"), **given, **engine)
 
     def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
         """The r-homogeneous example's exact flow (t1 from the reduced model's blow-up

@@ -139,3 +139,42 @@ from .observables import (
 from .observables import (
     teacher_observables as teacher_observables,
 )
+from .sweep import (
+    AXES as AXES,
+)
+from .sweep import (
+    CURVES as CURVES,
+)
+from .sweep import (
+    FINALS as FINALS,
+)
+from .sweep import (
+    SCALARS as SCALARS,
+)
+from .sweep import (
+    STATS as STATS,
+)
+from .sweep import (
+    TeacherSweep as TeacherSweep,
+)
+from .sweep import (
+    TeacherSweepConfig as TeacherSweepConfig,
+)
+from .sweep import (  # noqa: F401
+    parse_inits as parse_inits,
+)
+from .sweep import (
+    parse_prng_seeds as parse_prng_seeds,
+)
+from .sweep import (
+    parse_slopes as parse_slopes,
+)
+from .sweep import (
+    plot_teacher_sweep as plot_teacher_sweep,
+)
+from .sweep import (
+    run_point as run_point,
+)
+from .sweep import (
+    teacher_sweep as teacher_sweep,
+)

@@ -27,14 +27,15 @@ from reduced import max_margin as mm
 from reduced.linear_teacher import leaky_relu
 
 from ... import _flags as fl
-from ..._baselines import sgd_to_epsilon
+from ..._baselines import gradient_descent, sgd_to_epsilon
 from ..._checks import Check
+from ..._clocks import log_save_times
 from ..._errors import ConfigError
 from ..._flags import Flag
-from ..._late_phase import late_phase_flow, late_save_times
 from ..._losses import logistic
 from ..._problem import make_problem
-from ..._simulate import gradient_descent
+from ..._simulate import simulate
+from ..._sweep import grid_type
 from ..._trajectory import Trajectory
 from ...models.leaky import LeakyReLUNet
 from ..base import AbstractExperiment, OutputDir, Report, Simulated, new_figure, write_results_json
@@ -278,10 +279,10 @@ def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) ->
         _model(cfg, data.train.d, init), data.train, key=cfg.seed, loss_fn=logistic
     )
     t1 = cfg.t1 if t1 is None else t1
-    traj = late_phase_flow(
+    traj = simulate(
         problem,
         t1=t1,
-        ts=late_save_times(t1, cfg.n_save, first=0.1),
+        ts=log_save_times(t1, cfg.n_save, first=0.1),
         clock="loss",
         rtol=cfg.rtol,
         atol=cfg.atol,
@@ -550,10 +551,11 @@ def run_digits(cfg: Config, pair) -> tuple[Trajectory, object]:
     problem = make_problem(
         _model(cfg, data.train.d, cfg.digits_init), data.train, key=cfg.seed, loss_fn=logistic
     )
-    traj = late_phase_flow(
+    traj = simulate(
         problem,
         t1=cfg.digits_t1,
-        ts=late_save_times(cfg.digits_t1, 31, first=0.1),
+        ts=log_save_times(cfg.digits_t1, 31, first=0.1),
+        clock="loss",
         rtol=cfg.rtol,
         atol=cfg.atol,
         observables=obs,
@@ -865,12 +867,53 @@ class LinearTeacherExperiment(AbstractExperiment):
         Flag("seed", "PRNG seed (default 0)", fl.seed()),
         Flag("t1", "final time (default 1e8)", fl.positive("--t1")),
     )
+    sweep_flags = (
+        Flag(
+            "init",
+            f"init scales in (0, {MAX_INIT:g}], comma-separated (e.g. 1e-4,1)",
+            grid_type(
+                "--init",
+                f"{__package__}.sweep:parse_inits",
+                ("as_float", {"positive": True, "hi": MAX_INIT}),
+            ),
+            required=True,
+        ),
+        Flag(
+            "slope",
+            "leaky slopes α in [0, 1) (e.g. 0.1,0.5)",
+            grid_type("--slope", f"{__package__}.sweep:parse_slopes", ("as_float", {"lo": 0.0})),
+            required=True,
+        ),
+        Flag(
+            "seeds",
+            "seeds (data and θ(0)): a range 0-2 or a list 0,1,2 (default 0)",
+            grid_type("--seeds", f"{__package__}.sweep:parse_prng_seeds"),
+            default="0",
+        ),
+        Flag("k", "neurons per type (default 10)", fl.count("--k")),
+        Flag("v", "output weight v (default 1)", fl.positive("--v")),
+        Flag("n", "data points, even (default 100)", fl.count("--n", 4)),
+        Flag("mean", "class mean m·e₁ (default 3)", fl.positive("--mean")),
+        Flag("t1", "final time, > 1 (default 1e8)", fl.real("--t1", lo=1.0)),
+        Flag("n_save", "log-spaced save times (default 61)", fl.count("--n-save", 3)),
+        Flag("rtol", "relative tolerance (default 1e-6)", fl.tolerance("--rtol", "1e-6")),
+        Flag("atol", "absolute tolerance (default 1e-9)", fl.tolerance("--atol", "1e-9")),
+        Flag(
+            "beta", "β of the NAR/PAR tests, ≥ 0 (default 0)", fl.real("--beta", nonnegative=True)
+        ),
+    )
 
     def default_config(self, quick: bool = False) -> Config:
         return default_config(quick)
 
     def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
         return run(cfg, out, progress=progress)
+
+    def sweep(self, out: Path, options: dict, **engine):
+        """The grid init × slope × seeds (`flows.experiments.linear_teacher.sweep`)."""
+        from .sweep import teacher_sweep
+
+        return teacher_sweep(out, **{k: v for k, v in options.items() if v is not None}, **engine)
 
     def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
         """The exact flow on symmetric Gaussians with the loss clock."""

@@ -2,7 +2,7 @@
 """Observables of the linear-teacher paper, computed inside the solve (jitted).
 
 `teacher_observables(...)` returns a function (problem, θ, t) → dict for `flows.simulate`
-or `flows.late_phase_flow`; `clustering_summary` evaluates the same quantities once, in
+(any clock); `clustering_summary` evaluates the same quantities once, in
 NumPy-friendly form, for a given θ (figures, SGD results, tests).
 """
 

@@ -83,3 +83,63 @@ from .observables import (
 from .observables import (  # noqa: F401
     relative_w2 as relative_w2,
 )
+from .sweep import (
+    ATOL_INIT_FRACTION as ATOL_INIT_FRACTION,
+)
+from .sweep import (
+    AXES as AXES,
+)
+from .sweep import (
+    CURVES as CURVES,
+)
+from .sweep import (
+    MIN_INIT_STD as MIN_INIT_STD,
+)
+from .sweep import (  # noqa: F401
+    SCALARS as SCALARS,
+)
+from .sweep import (
+    DescentSweepResult as DescentSweepResult,
+)
+from .sweep import (
+    MultistageSweep as MultistageSweep,
+)
+from .sweep import (
+    SweepConfig as SweepConfig,
+)
+from .sweep import (
+    batch_key as batch_key,
+)
+from .sweep import (
+    combined_dataset as combined_dataset,
+)
+from .sweep import (
+    descent_observables as descent_observables,
+)
+from .sweep import (
+    descent_sweep as descent_sweep,
+)
+from .sweep import (
+    horizon as horizon,
+)
+from .sweep import (
+    parse_alphas as parse_alphas,
+)
+from .sweep import (
+    parse_grid as parse_grid,
+)
+from .sweep import (
+    parse_widths as parse_widths,
+)
+from .sweep import (
+    plot_descent_sweep as plot_descent_sweep,
+)
+from .sweep import (
+    point_id as point_id,
+)
+from .sweep import (
+    run_points as run_points,
+)
+from .sweep import (
+    upgrade_config as upgrade_config,
+)

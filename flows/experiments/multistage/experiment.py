@@ -21,13 +21,15 @@ import numpy as np
 from reduced import multistage as ms
 
 from ... import _flags as fl
+from ..._baselines import gradient_descent
 from ..._checks import Check
 from ..._data import TARGETS, DataMoments, Dataset, assumption_data, moments, paper_data
 from ..._errors import ConfigError
 from ..._flags import Flag
 from ..._problem import make_problem
 from ..._resources import check_memory, two_layer_bytes
-from ..._simulate import SOLVERS, gradient_descent, simulate
+from ..._simulate import simulate
+from ..._solvers import SOLVERS
 from ..._stages import average_decay_rate, detect_stages_from_loss, first_crossing
 from ..._trajectory import Trajectory
 from ...models import TwoLayer
@@ -926,9 +928,9 @@ class MultistageExperiment(AbstractExperiment):
         return Simulated(traj, cfg.rtol if o["method"] == "flow" else None)
 
     def sweep(self, out: Path, options: dict, **engine):
-        from ..._sweep import sweep
+        from .sweep import descent_sweep
 
-        return sweep(out, experiment=NAME, **options, **engine)
+        return descent_sweep(out, **options, **engine)
 
 
 EXPERIMENT = MultistageExperiment()

@@ -1,0 +1,436 @@
+"""`flows sweep bias-plateau`: the error plateau of deep nets with an output bias over the
+grid depth r × init scale δ × seed, through the sweep engine (`flows._sweep`).
+
+Each point is what the trend part of `flows check bias-plateau` runs (`trend_sweep`):
+the synthetic §4 data scaled to ‖x‖ ≤ 1 (`synthetic_deep_data`), a `DeepFCN` of depth r
+and init scale δ trained by gradient descent or the exact flow (`train_deep`), the linear
+interpolation θ^[α] between θ(0) and θ(T) (`interpolate`) and its error plateau
+(`plateau`), with Theorem 1's quantities (`theorem1_of`). A point records:
+
+- the interpolation curves `error_curve(interp)`, `loss_curve(interp)` on the α grid
+  `interp_alpha(interp)` (`n_alpha` points on [0, 1]);
+- the measured plateau (`plateau_start`, `plateau_end`, `plateau_length`,
+  `plateau_points`: the longest run of grid α with error ≥ 1 − 1/k − `plateau_tol`);
+- training: `loss_initial`, `loss_final` (the integrated objective, Σ over classes of
+  the mean cross-entropy), `mean_ce_final`, `train_error_final`;
+- the bias gap at T (`bias_gap` = Theorem 1's Δ_min, `bias_gap_max` = Δ_max, `k_star`)
+  and Theorem 1's `v_max`, `alpha_1`, `alpha_2` (NaN without an output bias);
+- the solver's or GD's statistics (`t_reached`, `steps`, `accepted_steps`,
+  `rejected_steps`, `vf_evals`, `wall_s`, `compile_s`; `energy_residual_max`, the
+  flow's accuracy certificate (for GD the defect of the same identity); `max_loss_rise`
+  for GD, NaN for the flow).
+
+The settings (method with its rate or tolerances, T, activation, bias, k, width, samples,
+n_alpha, plateau_tol) are saved in the manifest; `OUT/plateau.png` shows the plateau
+length against δ (per depth) and against depth (per δ), mean ± sd over seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..._errors import ConfigError
+from ..._io import write_atomic
+from ..._sweep import (
+    AbstractSweepSpec,
+    Axis,
+    SweepResult,
+    error_text,
+    grid_items,
+    load_sweep,
+    no_duplicates,
+    parse_seeds,
+    to_float,
+    to_int,
+)
+from ..._sweep import sweep as run_sweep
+from ..._validate import as_float, as_int, as_seed, as_tolerance
+from ...models.deep import DEEP_ACTIVATIONS, DeepFCN
+from ..base import new_figure
+from .experiment import NAME, Config, synthetic_deep_data, theorem1_of, train_deep
+from .interpolation import plateau
+
+__all__ = ["PlateauSweep", "PlateauSweepConfig", "plateau_sweep", "plot_plateau_sweep"]
+
+#: Deepest net a sweep accepts (each layer adds a weight matrix and a compile).
+MAX_DEPTH = 64
+
+
+def parse_depths(value) -> tuple[int, ...]:
+    """Depths r ('3,4,5' or a sequence): integers in [1, `MAX_DEPTH`] (Theorem 1 needs
+    r ≥ 3; shallower nets are run, and their checks are not applicable)."""
+    depths = [to_int(v, "--depth", strict=True) for v in grid_items(value, "--depth")]
+    for r in depths:
+        if not 1 <= r <= MAX_DEPTH:
+            raise ConfigError(
+                f"--depth: r = {r} is outside [1, {MAX_DEPTH}]; the depth is the number of "
+                "weight matrices (Theorem 1 needs r ≥ 3)."
+            )
+    return no_duplicates(depths, "--depth", "depth")
+
+
+def parse_deltas(value) -> tuple[float, ...]:
+    """Init scales δ ('1e-3,1e-2' or a sequence): numbers in (0, 1] (the paper's small
+    initialization)."""
+    deltas = [to_float(v, "--delta") for v in grid_items(value, "--delta")]
+    for d in deltas:
+        if not 0 < d <= 1:
+            raise ConfigError(
+                f"--delta: δ = {d} is outside (0, 1]; δ is the output scale of the "
+                "initialization (the paper's plateau needs small δ, e.g. 1e-3)."
+            )
+    return no_duplicates(deltas, "--delta", "delta")
+
+
+def parse_prng_seeds(value) -> tuple[int, ...]:
+    """Seeds as `flows._sweep.parse_seeds`, each a valid PRNG seed."""
+    return tuple(as_seed("--seeds", s) for s in parse_seeds(value))
+
+
+AXES = (
+    Axis("depth", int, parse_depths, "--depth"),
+    Axis("delta", float, parse_deltas, "--delta"),
+    Axis("seed", int, parse_prng_seeds, "--seeds"),
+)
+_CHECK = Config()  # the defaults of `flows check bias-plateau`'s trends
+
+
+@dataclasses.dataclass(frozen=True)
+class PlateauSweepConfig:
+    """Settings every point of a bias-plateau sweep shares.
+
+    `method` 'gd' (gradient descent at rate `lr`) or 'flow' (the exact flow at `rtol`,
+    `atol`; the settings of the other method must be None), trained to time `t1`;
+    `activation` of the hidden layers; `bias`: the output bias exists; `k` classes (≤ d =
+    16 input dimensions), `width` hidden units, `n_per_class` samples per class (noise
+    σ = 0.1); `n_alpha` interpolation points; `plateau_tol` of the error plateau.
+    """
+
+    method: str = _CHECK.sweep_method
+    activation: str = _CHECK.sweep_activation
+    bias: bool = True
+    lr: float | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    t1: float = _CHECK.sweep_t1
+    k: int = _CHECK.k
+    width: int = _CHECK.deep_width
+    n_per_class: int = _CHECK.deep_n_per_class
+    n_alpha: int = _CHECK.n_alpha
+    plateau_tol: float = _CHECK.plateau_tol
+
+    def __post_init__(self):
+        if self.method not in ("gd", "flow"):
+            raise ConfigError(f"--method must be 'gd' or 'flow'; got {self.method!r}.")
+        if self.activation not in DEEP_ACTIVATIONS:
+            raise ConfigError(
+                f"--activation must be one of {sorted(DEEP_ACTIVATIONS)}; got {self.activation!r}."
+            )
+        if not isinstance(self.bias, bool):
+            raise ConfigError(f"`bias` must be True or False; got {self.bias!r}.")
+        own, other = (
+            (("lr",), ("rtol", "atol")) if self.method == "gd" else (("rtol", "atol"), ("lr",))
+        )
+        given = [f"--{n}" for n in other if getattr(self, n) is not None]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to "
+                f"--method {self.method}: it takes {', '.join(f'--{n}' for n in own)}."
+            )
+        set_ = lambda name, v: object.__setattr__(self, name, v)  # noqa: E731
+        if self.method == "gd":
+            set_(
+                "lr", as_float("--lr", _CHECK.gd_lr if self.lr is None else self.lr, positive=True)
+            )
+        else:
+            rtol = _CHECK.deep_rtol if self.rtol is None else self.rtol
+            atol = _CHECK.deep_atol if self.atol is None else self.atol
+            set_("rtol", as_tolerance("--rtol", rtol, example="1e-6"))
+            set_("atol", as_tolerance("--atol", atol, example="1e-9"))
+        set_("t1", as_float("--t1", self.t1, positive=True))
+        set_("k", as_int("--k", self.k, minimum=2, maximum=_CHECK.d))
+        set_("width", as_int("--width", self.width, minimum=1))
+        set_("n_per_class", as_int("--n-per-class", self.n_per_class, minimum=1))
+        set_("n_alpha", as_int("--n-alpha", self.n_alpha, minimum=2))
+        set_("plateau_tol", as_float("--plateau-tol", self.plateau_tol, nonnegative=True))
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        if self.method == "gd":
+            del d["rtol"], d["atol"]
+        else:
+            del d["lr"]
+        return {"experiment": NAME, **d, "d": _CHECK.d, "sigma": _CHECK.deep_sigma}
+
+    def experiment_config(self) -> Config:
+        """The `flows check bias-plateau` config whose deep-net settings are these."""
+        kw = dict(
+            k=self.k,
+            deep_width=self.width,
+            deep_n_per_class=self.n_per_class,
+            n_alpha=self.n_alpha,
+            plateau_tol=max(self.plateau_tol, 1e-300),  # Config wants > 0; only its bound
+            sweep_method=self.method,
+            sweep_activation=self.activation,
+            sweep_t1=self.t1,
+        )
+        if self.method == "gd":
+            kw["gd_lr"] = self.lr
+        else:
+            kw.update(deep_rtol=self.rtol, deep_atol=self.atol)
+        return dataclasses.replace(_CHECK, **kw)
+
+
+SCALARS = (
+    "plateau_start",
+    "plateau_end",
+    "plateau_length",
+    "plateau_points",
+    "loss_initial",
+    "loss_final",
+    "mean_ce_final",
+    "train_error_final",
+    "bias_gap",
+    "bias_gap_max",
+    "k_star",
+    "v_max",
+    "alpha_1",
+    "alpha_2",
+    "t_reached",
+    "steps",
+    "accepted_steps",
+    "rejected_steps",
+    "vf_evals",
+    "wall_s",
+    "compile_s",
+    "energy_residual_max",
+    "max_loss_rise",
+)
+CURVES = ("interp_alpha", "error_curve", "loss_curve")
+
+
+def run_point(cfg: PlateauSweepConfig, depth: int, delta: float, seed: int) -> dict:
+    """The measurements of one grid point (the variables of `PlateauSweep`)."""
+    ecfg = cfg.experiment_config()
+    data = synthetic_deep_data(ecfg, seed)
+    model = DeepFCN(
+        d=data.d,
+        k=cfg.k,
+        depth=depth,
+        width=cfg.width,
+        activation=cfg.activation,
+        bias=cfg.bias,
+        delta=delta,
+    )
+    run = train_deep(model, data, seed=seed, t1=cfg.t1, method=cfg.method, cfg=ecfg)
+    pl = plateau(run.curve, kind="error", tol=cfg.plateau_tol)
+    th = theorem1_of(run)
+    o, st = run.traj.observables, run.traj.stats
+    out = {
+        "interp_alpha": run.curve.alphas,
+        "error_curve": run.curve.error,
+        "loss_curve": run.curve.loss,
+        "plateau_start": pl.start,
+        "plateau_end": pl.end,
+        "plateau_length": pl.length,
+        "plateau_points": pl.n_points,
+        "loss_initial": o["loss"][0],
+        "loss_final": o["loss"][-1],
+        "mean_ce_final": o["mean_ce"][-1],
+        "train_error_final": o["train_error"][-1],
+        "bias_gap": th.delta_min if th else math.nan,
+        "bias_gap_max": th.delta_max if th else math.nan,
+        "k_star": th.k_star if th else math.nan,
+        "v_max": th.v_max if th else math.nan,
+        "alpha_1": th.alpha_1 if th else math.nan,
+        "alpha_2": th.alpha_2 if th else math.nan,
+        "energy_residual_max": np.max(o["energy_residual"]),
+        "max_loss_rise": st.get("max_loss_rise", math.nan),
+    }
+    for k in ("t_reached", "steps", "accepted_steps", "rejected_steps", "vf_evals", "wall_s"):
+        out[k] = st[k]
+    out["compile_s"] = st.get("compile_s", math.nan)
+    return {k: np.asarray(v, dtype=np.float64) if k in CURVES else float(v) for k, v in out.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class PlateauSweep(AbstractSweepSpec):
+    """The grid depth × δ × seed of deep nets with an output bias (each point alone)."""
+
+    config: PlateauSweepConfig = PlateauSweepConfig()
+
+    experiment = NAME
+    axes = AXES
+    figure_name = "plateau.png"
+    brief_fields = ("plateau_length", "train_error_final")
+
+    def settings(self) -> dict:
+        return self.config.to_dict()
+
+    def dims(self) -> dict[str, int]:
+        return {"interp": self.config.n_alpha}
+
+    def variables(self) -> dict[str, tuple[str, ...]]:
+        return {**{k: ("interp",) for k in CURVES}, **{k: () for k in SCALARS}}
+
+    def check(self, points: list[tuple]) -> None:
+        c = self.config
+        for depth in sorted({p[0] for p in points}):  # the models build (cheap, no solve)
+            DeepFCN(d=16, k=c.k, depth=depth, width=c.width, activation=c.activation)
+
+    def run_batch(self, points: list[tuple], pad_to: int = 0) -> list[dict]:
+        records = []
+        for point in points:
+            rec = self.blank_record(point)
+            try:
+                rec.update(run_point(self.config, *point), status="ok")
+            except Exception as exc:  # noqa: BLE001 - recorded for this point only
+                rec["error"] = error_text(exc)
+            records.append(rec)
+        return records
+
+    def point_label(self, rec) -> str:
+        return f"depth={rec['depth']} δ={rec['delta']:g} seed={rec['seed']}"
+
+    def describe(self) -> str:
+        c = self.config
+        how = f"GD lr={c.lr:g}" if c.method == "gd" else f"flow rtol={c.rtol:g}, atol={c.atol:g}"
+        return (
+            f"{how}, T={c.t1:g}, {c.activation}, width {c.width}, k={c.k}, "
+            f"{'output bias' if c.bias else 'no bias'}, {c.n_alpha} α points"
+        )
+
+    def point_text(self, rec) -> str:
+        return (
+            f"plateau {rec['plateau_length']:.3g} (training error at T "
+            f"{rec['train_error_final']:.3g}; wall {rec['wall_s']:.3g}s)"
+        )
+
+    def plot(self, sweep_nc: Path, png: Path) -> None:
+        plot_plateau_sweep(sweep_nc, png)
+
+    def summary_table(self, records: list[dict]) -> list[str]:
+        lines = [
+            f"{'depth':>6} {'δ':>8} {'plateau':>8} {'± sd':>7} {'error(T)':>9} {'Δ_min':>8}  ok/n"
+        ]
+        by: dict = {}
+        for r in records:
+            by.setdefault((r["depth"], r["delta"]), []).append(r)
+        for (depth, delta), rs in sorted(by.items()):
+            ok = [r for r in rs if r["status"] == "ok"]
+            length = np.array([r["plateau_length"] for r in ok], dtype=float)
+            mean, sd = _mean_sd(length)
+            err = _mean_sd(np.array([r["train_error_final"] for r in ok], dtype=float))[0]
+            gap = _mean_sd(np.array([r["bias_gap"] for r in ok], dtype=float))[0]
+            lines.append(
+                f"{depth:>6} {delta:>8g} {_fmt(mean):>8} {_fmt(sd, 2):>7} {_fmt(err):>9} "
+                f"{_fmt(gap):>8} {len(ok):>3}/{len(rs)}"
+            )
+        return lines
+
+
+def _mean_sd(v: np.ndarray) -> tuple[float, float]:
+    v = v[np.isfinite(v)]
+    mean = float(np.mean(v)) if v.size else math.nan
+    return mean, float(np.std(v, ddof=1)) if v.size > 1 else math.nan
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}g}" if math.isfinite(x) else "NaN"
+
+
+def plateau_sweep(
+    out,
+    *,
+    depth,
+    delta,
+    seeds=0,
+    method: str = _CHECK.sweep_method,
+    activation: str = _CHECK.sweep_activation,
+    bias: bool = True,
+    lr: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    t1: float = _CHECK.sweep_t1,
+    k: int = _CHECK.k,
+    width: int = _CHECK.deep_width,
+    n_per_class: int = _CHECK.deep_n_per_class,
+    n_alpha: int = _CHECK.n_alpha,
+    plateau_tol: float = _CHECK.plateau_tol,
+    scheduler: str | None = None,
+    connect_timeout: float = 10.0,
+    plot: bool = True,
+    progress: bool = True,
+) -> SweepResult:
+    """Run the grid depth × δ × seeds of deep nets with an output bias, resumably.
+
+    **Arguments:** `out` (the folder: see `flows._sweep`); the grid `depth` ('3,4,5'),
+    `delta` ('1e-3,1e-2'), `seeds` ('0-2'); the settings of `PlateauSweepConfig`
+    (`lr` for `method='gd'`, default 0.05; `rtol`, `atol` for `method='flow'`, defaults
+    1e-6, 1e-9); `scheduler`, `connect_timeout`, `plot` (`OUT/plateau.png`), `progress`
+    as in `flows._sweep.sweep`.
+
+    **Returns:** a `SweepResult`. Raises `ConfigError` naming the flag on bad input,
+    before anything is written.
+    """
+    cfg = PlateauSweepConfig(
+        method=method,
+        activation=activation,
+        bias=bias,
+        lr=lr,
+        rtol=rtol,
+        atol=atol,
+        t1=t1,
+        k=k,
+        width=width,
+        n_per_class=n_per_class,
+        n_alpha=n_alpha,
+        plateau_tol=plateau_tol,
+    )
+    return run_sweep(
+        PlateauSweep(cfg),
+        out,
+        {"depth": depth, "delta": delta, "seed": seeds},
+        scheduler=scheduler,
+        connect_timeout=connect_timeout,
+        plot=plot,
+        progress=progress,
+    )
+
+
+def plot_plateau_sweep(sweep_nc_path, out_png) -> None:
+    """Plateau length (mean ± sd over seeds, failed points left out) against δ for each
+    depth and against depth for each δ; written atomically to `out_png`."""
+    ds = load_sweep(Path(sweep_nc_path))
+    length = ds["plateau_length"].where(ds["status"] == "ok")
+    mean = length.mean("seed", skipna=True).values  # (depth, delta)
+    count = np.isfinite(length.values).sum(axis=2)
+    sd = np.where(count > 1, length.std("seed", ddof=1, skipna=True).values, 0.0)
+    depths, deltas = ds["depth"].values.astype(int), ds["delta"].values.astype(float)
+    fig, axes = new_figure(1, 2, figsize=(12, 4.5))
+    for i, r in enumerate(depths):
+        axes[0].errorbar(deltas, mean[i], yerr=sd[i], marker="o", capsize=3, label=f"r = {r}")
+    axes[0].set(xscale="log", xlabel="δ", ylabel="error-plateau length (in α)")
+    axes[0].set_title("plateau vs init scale δ (mean ± sd over seeds)")
+    for j, d in enumerate(deltas):
+        axes[1].errorbar(
+            depths, mean[:, j], yerr=sd[:, j], marker="o", capsize=3, label=f"δ = {d:g}"
+        )
+    axes[1].set(xlabel="depth r", ylabel="error-plateau length (in α)", xticks=depths)
+    axes[1].set_title("plateau vs depth (mean ± sd over seeds)")
+    for ax in axes:
+        ax.legend(fontsize=8)
+    c = json.loads(ds.attrs.get("config", "{}"))
+    how = f"GD η = {c.get('lr')}" if c.get("method") == "gd" else "exact flow"
+    fig.suptitle(
+        f"Linear-interpolation error plateau: {c.get('activation', '?')} nets, width "
+        f"{c.get('width', '?')}, k = {c.get('k', '?')}, {how}, T = {c.get('t1', '?')}"
+        + ("" if c.get("bias", True) else ", no output bias")
+    )
+    fig.tight_layout()
+    write_atomic(Path(out_png), lambda tmp: fig.savefig(tmp, format="png", dpi=110))
