@@ -437,7 +437,7 @@ def test_config_round_trip_and_solver_method_refusal():
     for solver in ("tsit5", "rkc"):
         cfg = msweep.SweepConfig(solver=solver, rtol=1e-5, dtype="float32")
         d = cfg.to_dict()
-        assert d["solver_method"] == flows._simulate.SOLVER_METHODS.get(solver, solver)
+        assert d["solver_method"] == flows._solvers.SOLVER_METHODS.get(solver, solver)
         assert msweep.SweepConfig.from_dict(d) == cfg
     with pytest.raises(flows.ConfigError, match="asks for 'RKC2'"):
         msweep.SweepConfig.from_dict({**d, "solver_method": "RKC2"})

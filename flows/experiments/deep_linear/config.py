@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from ..._errors import ConfigError
-from ..._simulate import SOLVERS
+from ..._solvers import SOLVERS
 from ..._validate import as_choice, as_float, as_int, as_seed, as_tolerance
 
 __all__ = ["Config", "default_config", "geometric_spectrum"]

@@ -128,7 +128,7 @@ class SweepConfig:
     dtype: str = "float64"
 
     def __post_init__(self):
-        from ..._simulate import SOLVERS
+        from ..._solvers import SOLVERS
 
         if self.experiment != NAME:
             raise ConfigError(
@@ -161,7 +161,7 @@ class SweepConfig:
             raise ConfigError(f"`dtype` must be 'float64' or 'float32'; got {self.dtype!r}.")
 
     def to_dict(self) -> dict:
-        from ..._simulate import SOLVER_METHODS
+        from ..._solvers import SOLVER_METHODS
 
         d = dataclasses.asdict(self)
         for k in ("rtol", "atol", "beta", "margin"):
@@ -546,10 +546,10 @@ def _not_reached(records) -> list:
 
 def _check_grid(cfg: SweepConfig, grid: list[tuple], batch_size: int) -> None:
     """Refuse, before anything is written, what every point (or the machine) would fail."""
-    from ..._simulate import _IMPLICIT, MAX_IMPLICIT_PARAMS
+    from ..._solvers import IMPLICIT_SOLVERS, MAX_IMPLICIT_PARAMS
 
     widest = max(p[0] for p in grid)
-    if cfg.solver in _IMPLICIT and 2 * widest > MAX_IMPLICIT_PARAMS:
+    if cfg.solver in IMPLICIT_SOLVERS and 2 * widest > MAX_IMPLICIT_PARAMS:
         raise ConfigError(
             f"solver {cfg.solver!r} forms the dense Hessian and is limited to "
             f"{MAX_IMPLICIT_PARAMS} parameters; m = {widest} has {2 * widest}. Use 'tsit5'."
@@ -590,11 +590,11 @@ def _check_points_buildable(cfg: SweepConfig, grid) -> None:
     settings go through the check `simulate` makes (e.g. an rtol that float32 cannot
     meet). A manifest written for such a sweep would lock the folder against the corrected
     command."""
-    from ..._simulate import _resolve_solver
+    from ..._solvers import resolve_solver_name
 
     m, alpha, seed = min(grid, key=lambda p: p[0])
     problem = _make_point_problem(cfg, m, alpha, seed)
-    _resolve_solver(cfg.solver, cfg.rtol, problem.n_params, problem.dtype)
+    resolve_solver_name(cfg.solver, cfg.rtol, problem.n_params, problem.dtype)
 
 
 def combined_dataset(records: Iterable[dict], cfg: SweepConfig) -> xr.Dataset:
