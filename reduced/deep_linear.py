@@ -3,7 +3,7 @@ r"""Exact mode dynamics of two-layer linear networks.
 
 Paper: Saxe, McClelland & Ganguli, *Exact solutions to the nonlinear dynamics of learning in
 deep linear neural networks* (ICLR 2014, arXiv:1312.6120). The paper's text is not in
-`shared/papers`, so its equations are cited here by their content rather than by number.
+this repository's sources, so its equations are cited here by their content rather than by number.
 
 **Setting and conventions.** A linear network ŷ = W₂W₁x with x ∈ ℝ^{d_in}, hidden width h,
 y ∈ ℝ^{d_out}, W₁ (h × d_in) and W₂ (d_out × h), trained on n samples (x_i, y_i) by gradient
@@ -124,7 +124,7 @@ def whiten(x: Float[ArrayLike, "n d"]) -> Float[Array, "n d"]:
 
 def mode_vector_field(
     t, u: Float[ArrayLike, "*#k"], s: Float[ArrayLike, "*#k"]
-) -> Float[Array, "..."]:
+) -> Float[Array, "*#k"]:
     """Balanced mode dynamics u̇ = 2u(s − u) (τ = 1), diffrax signature `(t, y, args)`.
 
     Saxe et al., *Exact solutions to the nonlinear dynamics of learning in deep linear
@@ -157,7 +157,7 @@ def mode_pair_vector_field(t, state, s):
 
 def mode_strength(
     t: Float[ArrayLike, "*#k"], s: Float[ArrayLike, "*#k"], u0: Float[ArrayLike, "*#k"]
-) -> Float[Array, "..."]:
+) -> Float[Array, "*#k"]:
     """Closed form u(t) = s e^{2st} / (e^{2st} − 1 + s/u₀) of u̇ = 2u(s − u), u(0) = u₀.
 
     Saxe et al., *Exact solutions to the nonlinear dynamics of learning in deep linear
@@ -184,7 +184,7 @@ def mode_strength(
 
 def mode_time(
     fraction: Float[ArrayLike, "*#k"], s: Float[ArrayLike, "*#k"], u0: Float[ArrayLike, "*#k"]
-) -> Float[Array, "..."]:
+) -> Float[Array, "*#k"]:
     """Time at which the balanced mode reaches u = fraction·s from u(0) = u₀.
 
     Inverting the closed form (Saxe et al., *Exact solutions to the nonlinear dynamics of

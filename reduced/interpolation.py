@@ -2,7 +2,7 @@
 interpolation θ^[α] = (1 − α) θ(0) + α θ(T) of a deep network with output bias.
 
 Paper: *Plateau in Monotonic Linear Interpolation — A "Biased" View of Loss Landscape for
-Deep Networks* (`shared/papers/000_*.txt`, §3; THEORY.md §B, where the statement is
+Deep Networks* (§3, Theorem 1; the statement's display equations are
 reconstructed). Network f(x) = V_r σ(⋯ σ(V_1 x)) + b, r ≥ 3, σ identity or ReLU,
 inputs ‖x‖ ≤ 1, output biases 0 at initialization, init scale δ. For small δ,
 f^[α](x) ≈ α^r V_r^(T) σ(⋯ V_1^(T) x) + α b^(T): the signal is of order α^r, the bias of

@@ -1,7 +1,7 @@
 # ruff: noqa: F722  (jaxtyping shape strings such as " k" are not forward annotations)
 """Reduced forms of the linear-teacher paper (leaky-ReLU ±v networks).
 
-Paper: *linear teachers* (`shared/papers/002_*.txt`; digest in `shared/THEORY.md`, section C).
+Paper: *Towards Understanding Learning in Neural Networks with Linear Teachers*.
 
 Network (eq. 1): N_W(x) = v Σ_j σ(w^(j)·x) − v Σ_j σ(u^(j)·x), σ(z) = max(αz, z), leaky slope
 0 < α < 1, v > 0, k neurons of each type. "Perfectly clustered": all w^(j) = w, all
@@ -89,7 +89,7 @@ def par_margins(
     **Returns:** the margins (n,). Valid only where (w, u) is in the PAR for these points;
     elsewhere use `y * network_regionwise(...)`.
 
-    Paper: §6, PAR(β) and Theorem 6.2; THEORY.md §C (verified there).
+    Paper: §6, PAR(β) and Theorem 6.2 (verified symbolically in `reduced.derive.linear_teacher`).
     """
     x, y = jnp.asarray(x), jnp.asarray(y)
     p, q = x @ jnp.asarray(w), x @ jnp.asarray(u)
@@ -111,6 +111,6 @@ def smoothed_margin(
 
     **Returns:** γ̃. Computed as −log(expm1(L_sum))/‖W‖, accurate for tiny L_sum.
 
-    Paper: §6 (Assumption 6.1 and the Lyu & Li 2020 margin); THEORY.md §C.
+    Paper: §6 (Assumption 6.1 and the Lyu & Li 2020 margin).
     """
     return -jnp.log(jnp.expm1(jnp.asarray(l_sum))) / jnp.asarray(norm)

@@ -1,6 +1,6 @@
 """The max-margin problem of the Perfect Agreement Regime (PAR), Theorem 6.2.
 
-Paper: *linear teachers* (`shared/papers/002_*.txt`, §6.2 and App. G.2; THEORY.md §C).
+Paper: *Towards Understanding Learning in Neural Networks with Linear Teachers*, §6.2 and App. G.2.
 
 **The convex problem, confirmed from the paper.** Gradient flow of a 1-homogeneous network
 with the logistic loss converges in direction to a KKT point of

@@ -1,7 +1,7 @@
 """Reduced models and theorem bounds of the multi-stage loss-curve paper.
 
 Paper: *Analyzing Multi-Stage Loss Curves: Plateau and Descent Mechanisms in Neural
-Networks* (`shared/papers/003_*.txt`; digest in `shared/THEORY.md`, section A).
+Networks* (Theorems 1–2, Corollaries 1–4, Proposition 2, eqs. (10), (15)–(23)).
 
 Model: f(x) = Σ_k a_k σ(w_kᵀx), σ tanh-like, small initialization a_k, w_k ~ N(0, m^{-2α}).
 Under Assumptions 1–2 (E xxᵀ = I, E[f x] = e₁) and to first order in θ, gradient flow on
@@ -275,7 +275,7 @@ class Normalization(NamedTuple):
 def normalization(s2: float, b_norm: float) -> Normalization:
     """The normalization for data with second moment s² (per direction) and ‖E[f x]‖ = b_norm.
 
-    Derived in THEORY.md (section A, *data that does not satisfy A1–A2*) and checked
+    Derived here for data that do not satisfy Assumptions 1–2 and checked
     symbolically in `reduced.derive`.
     """
     if not s2 > 0:
@@ -295,7 +295,7 @@ def plateau_departure_terms(a, w, c4: float, b3: float, sigma3: float = -2.0):
           − (1/6) c₄ σ‴(0) (Σ_l a_l w_l) w_k³,
     g_k = −(1/6) c₄ σ‴(0) (Σ_l a_l w_l³) a_k + (1/2) b₃ σ‴(0) a_k w_k²
           − (1/2) σ‴(0) c₄ (Σ_l a_l w_l) a_k w_k²,
-    with c₄ = E x⁴ and b₃ = E[f x³]. The paper (and THEORY.md) print f_k without its last
+    with c₄ = E x⁴ and b₃ = E[f x³]. The paper prints f_k without its last
     term; `reduced.derive.multistage` re-derives both from the Taylor expansion of the
     risk (the term comes from (Σ_l a_l w_l x − f) · σ‴(0) w_k³ x³ / 6).
     """

@@ -39,7 +39,8 @@ def _activation(value) -> str:
 class DeepFCN(AbstractModel):
     """f(x) = V_r σ(V_{r−1} σ(⋯ σ(V_1 x))) + b, depth r (number of weight matrices).
 
-    Theorem 1 of the bias-plateau paper (THEORY.md §B; the formula is reconstructed there).
+    Theorem 1 of the bias-plateau paper (its formula reconstructed from the text; checked in
+    `reduced.derive.bias_plateau`).
     Layer widths n_0 = d, n_1 … n_{r−1} = `width` (an int, or one per hidden layer),
     n_r = k. Initialization as in the paper's experiments: Kaiming/He normal
     (std = gain/√fan_in with gain √2 for ReLU, 1 for identity) with every layer multiplied

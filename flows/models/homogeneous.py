@@ -15,7 +15,7 @@ class Homogeneous(AbstractModel):
     """The r-homogeneous-weight network f_i(x) = ⟨W_{i,:}, x⟩^r + b_i, i = 1…k.
 
     Section 4 of the bias-plateau paper (*Plateau in Monotonic Linear Interpolation — A
-    "Biased" View*, THEORY.md §B). Initialization as in the paper: every entry of W is
+    "Biased" View*, §4). Initialization as in the paper: every entry of W is
     |N(0, δ²)| (absolute value of a Gaussian), b = 0.
 
     **Arguments:**

@@ -1,4 +1,5 @@
-r"""Symbolic derivations for the bias / interpolation-plateau paper (`papers/000_*`, THEORY.md §B).
+r"""Symbolic derivations for the bias / interpolation-plateau paper, *Plateau in Monotonic
+Linear Interpolation — A "Biased" View of Loss Landscape for Deep Networks*, §4.
 
 Setting (§4 of the paper). Logits f_i(x) = ⟨W_{i,:}, x⟩^r + b_i (r ≥ 3), k balanced classes
 with N/k samples each, cross-entropy L = Σ_i Σ_{x∈S_i} −log u_i(x), softmax outputs
@@ -13,7 +14,7 @@ What is derived (each item is one `Identity`):
    (k/N)L is *exactly*, with w_i = W_ii,
        ẇ_i = r w_i^{r−1} (1 − u_i(e_i)),   ḃ_i = 1 − Σ_c u_i(e_c),
    z_j(e_c) = [j = c] w_c^r + b_j. The (k/N) normalization and the N/k copies per class
-   cancel, so THEORY.md's form is right as stated (checked for k = 3, symbolic r > 2).
+   cancel, so the reconstructed form is right as stated (checked for k = 3, symbolic r > 2).
 3. Early phase: at u ≡ 1/k, ẇ_i = r(1 − 1/k) w_i^{r−1}, solved by
    w_i(t) = (w_i(0)^{2−r} − r(r−2)(1 − 1/k)t)^{−1/(r−2)} for t < t_i*, which blows up at
    t_i* = w_i(0)^{2−r} / (r(r−2)(1 − 1/k)); dt*/dw(0) = −w(0)^{1−r}/(r(1 − 1/k)) < 0, so the
@@ -120,7 +121,7 @@ def tensor_power_field_derived():
 
 
 def tensor_power_field_claim(w, b_):
-    """THEORY.md §B: ẇ_i = r w_i^{r−1}(1 − u_i(e_i)), ḃ_i = 1 − Σ_c u_i(e_c)."""
+    """§4 (reconstructed): ẇ_i = r w_i^{r−1}(1 − u_i(e_i)), ḃ_i = 1 − Σ_c u_i(e_c)."""
     k = len(w)
     u = [_softmax([(w[c] ** r if j == c else 0) + b_[j] for j in range(k)]) for c in range(k)]
     w_dot = [r * w[i] ** (r - 1) * (1 - u[i][i]) for i in range(k)]

@@ -1,7 +1,7 @@
 r"""Symbolic derivations for deep linear networks (Saxe, McClelland & Ganguli, ICLR 2014).
 
 Paper: *Exact solutions to the nonlinear dynamics of learning in deep linear neural
-networks* (arXiv:1312.6120; not in `shared/papers`, so equations are cited by content).
+networks* (arXiv:1312.6120; equations are cited by content).
 
 Setting. ŷ = W₂W₁x, W₁ (h × d_in), W₂ (d_out × h), averaged squared loss
 L = (1/2n) Σ_i ‖y_i − W₂W₁x_i‖² with correlations Σ_xx = (1/n) Σ x xᵀ, Σ_yx = (1/n) Σ y xᵀ,

@@ -1,4 +1,5 @@
-r"""Symbolic derivations for the linear-teacher paper (`papers/002_*`, THEORY.md §C).
+r"""Symbolic derivations for the linear-teacher paper, *Towards Understanding Learning in
+Neural Networks with Linear Teachers*, §4–§6.
 
 Setting. N_W(x) = v Σ_{j≤k} σ(w^(j)·x) − v Σ_{j≤k} σ(u^(j)·x), σ(z) = max(αz, z) with leaky
 slope 0 < α < 1 (written α = 1/(1 + γ), γ > 0, which covers (0, 1) exactly), v > 0.
@@ -10,7 +11,7 @@ What is derived (each item is one `Identity`):
    p ≥ 0, q ≥ 0: N = vk(p − q);   p ≥ 0, q < 0: N = vk(p − αq);
    p < 0, q ≥ 0: N = vk(αp − q);  p < 0, q < 0: N = vkα(p − q).
 2. PAR margins (c^w = y, c^u = −y): y = +1: y N = vk(w·x − α u·x); y = −1:
-   y N = vk(u·x − α w·x) — THEORY.md's reconstruction is right; and ‖W‖² = k(‖w‖² + ‖u‖²).
+   y N = vk(u·x − α w·x) — the reconstruction of eq. (1) is right; and ‖W‖² = k(‖w‖² + ‖u‖²).
 3. KKT inside an NAR (k = 2, d = 2, n = 3; slopes, labels, multipliers symbolic). In an NAR
    every pre-activation is bounded away from 0 (≥ β‖·‖ in absolute value), so N_W is
    differentiable there and on each point i all w-neurons share one slope s^w_i ∈ {1, α}
@@ -22,7 +23,7 @@ What is derived (each item is one `Identity`):
    In the PAR (s^w_i = 1, s^u_i = α for y_i = +1; α, 1 for y_i = −1; checked for labels
    (+1, +1, −1)) this reads w = v(Σ₊ λ_i x_i − α Σ₋ λ_i x_i), u = v(Σ₋ λ_i x_i − α Σ₊ λ_i x_i),
    and (w, u) with the same multipliers is a stationary point of the reduced problem
-   min (k/2)(‖w‖² + ‖u‖²) s.t. PAR margins ≥ 1 (THEORY.md writes k(‖w‖² + ‖u‖²): same
+   min (k/2)(‖w‖² + ‖u‖²) s.t. PAR margins ≥ 1 (k(‖w‖² + ‖u‖²) in another reading: same
    minimizer). What is *not* proved here: that gradient flow converges to a KKT direction
    (Lyu & Li), nor that it stays in the NAR.
 4. Smoothed margin (Lyu & Li 2020) for ℓ(q) = log(1 + e^{−q}): writing ℓ = e^{−f},
@@ -95,7 +96,7 @@ _u = sp.symbols(f"uv1:{_D + 1}", real=True)
 
 
 def par_margin(y, p, q, k=_K, slope=alpha):
-    """THEORY.md §C: y = +1: vk(w·x − α u·x); y = −1: vk(u·x − α w·x)."""
+    """§4 (reconstructed): y = +1: vk(w·x − α u·x); y = −1: vk(u·x − α w·x)."""
     return v * k * (p - slope * q) if y == 1 else v * k * (q - slope * p)
 
 

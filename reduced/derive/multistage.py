@@ -1,4 +1,5 @@
-r"""Symbolic derivations for the multi-stage loss-curve paper (`papers/003_*`, THEORY.md §A).
+r"""Symbolic derivations for the multi-stage loss-curve paper, *Analyzing Multi-Stage Loss
+Curves: Plateau and Descent Mechanisms in Neural Networks*, eqs. (10)–(23).
 
 Setting. f_θ(x) = Σ_k a_k σ(w_kᵀx), population risk R(θ) = ½ E(f_θ(x) − f(x))², gradient
 flow θ̇ = −∇R. Every integrand below is a polynomial in x and f(x), so the risk is a
@@ -207,7 +208,7 @@ def _general_linear_residual():
 
 
 # ---------------------------------------------------------------------------------------
-# 5. The normalization of THEORY.md §A (d = 1, E x² = s², E[f x] = b)
+# 5. The normalization for data outside Assumptions 1–2 (d = 1, E x² = s², E[f x] = b)
 
 s, b = sp.symbols("s b", positive=True)
 _NET_N = TwoLayer(m=2, d=1)
@@ -418,7 +419,7 @@ IDENTITIES: tuple[Identity, ...] = (
         PAPER,
         "d = 1, E x² = s², E[f x] = b > 0, σ(z) = z: with λ² = b/s² and τ = b t, "
         "dâ/dτ = ŵ(1 − K̂), dŵ/dτ = â(1 − K̂) (the A1–A2 form), and K = λ²K̂ = (b/s²)K̂, "
-        "so K saturates at b/s². Confirms THEORY.md §A and `reduced.multistage.normalization`.",
+        "so K saturates at b/s². Confirms `reduced.multistage.normalization`.",
         _normalization_residual,
         _NORMALIZATION_SYMBOLS,
     ),
