@@ -9,13 +9,18 @@ x = e_c + noise, cross-entropy, gradient flow on (k/N)·L. Without noise the set
 diagonal W is invariant, and on it gradient flow is *exactly* the tensor-power bias ODE
 below (w_i = W_ii); derived symbolically in `reduced.derive.bias_plateau`.
 
-Everything here is pure theory, written with `jax.numpy` so it can be jitted.
+Everything here is pure theory, written with `jax.numpy` so it can be jitted (the ODE
+solve with `diffrax`).
 """
 
 from __future__ import annotations
 
+import functools
+
+import diffrax
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 __all__ = [
@@ -23,6 +28,8 @@ __all__ = [
     "tensor_power_early_closed_form",
     "blowup_times",
     "predicted_learning_order",
+    "reduced_solve",
+    "reduced_trajectory",
 ]
 
 
@@ -108,3 +115,36 @@ def predicted_learning_order(w0: Float[ArrayLike, " k"]) -> Int[Array, " k"]:
     ends with the largest bias).
     """
     return jnp.argsort(-jnp.asarray(w0), stable=True)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def reduced_solve(w0, b0, ts, r: int, k: int):
+    """The tensor-power ODE (`tensor_power_vector_field`) from (w0, b0), saved at `ts`.
+
+    **Arguments:** `w0`, `b0`: initial diagonal weights and biases, shape (k,) each; `ts`:
+    increasing save times (the solve runs from `ts[0]` to `ts[-1]`); `r`, `k`: degree and
+    number of classes (static: one compile per pair).
+
+    **Returns:** `(w, b)`, shape (len(ts), k) each (Tsit5, rtol 1e-10, atol 1e-12).
+    """
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(tensor_power_vector_field),
+        diffrax.Tsit5(),
+        ts[0],
+        ts[-1],
+        None,
+        (w0, b0),
+        args=(r, k),
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
+        max_steps=200_000,
+    )
+    return sol.ys
+
+
+def reduced_trajectory(w0, r: int, k: int, ts) -> tuple[np.ndarray, np.ndarray]:
+    """(w(t), b(t)) of the reduced tensor-power ODE from w(0) = `w0`, b(0) = 0 at times `ts`."""
+    w, b = reduced_solve(
+        jnp.asarray(w0, jnp.float64), jnp.zeros(k), jnp.asarray(ts, jnp.float64), r, k
+    )
+    return np.asarray(w), np.asarray(b)

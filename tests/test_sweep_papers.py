@@ -147,7 +147,7 @@ def test_bias_plateau_sweep_layout_and_resume(bp_sweep, monkeypatch, capsys):
 def test_bias_plateau_record_equals_a_direct_run(bp_sweep):
     """The point (r = 3, δ = 1e-2, seed 0) against `train_deep` and `plateau` called as
     `flows check bias-plateau`'s trends call them."""
-    from flows.experiments.bias_plateau import experiment as bpx
+    from flows.experiments import bias_plateau as bpx
     from flows.experiments.bias_plateau.interpolation import plateau
     from flows.models.deep import DeepFCN
 
@@ -236,13 +236,14 @@ def test_linear_teacher_sweep_layout_and_resume(lt_sweep, monkeypatch, capsys):
 def test_linear_teacher_record_equals_a_direct_run(lt_sweep):
     """The point (init 1e-3, α = 0.1, seed 0) against `run_flow` as `flows simulate
     linear-teacher` calls it."""
-    from flows.experiments.linear_teacher import experiment as ltx
+    from flows.experiments.linear_teacher.config import Config
     from flows.experiments.linear_teacher.data import symmetric_gaussians
     from flows.experiments.linear_teacher.observables import teacher_observables
+    from flows.experiments.linear_teacher.runs import run_flow
 
-    cfg = dataclasses.replace(ltx.Config(), k=3, n=20, t1=1e3, n_save=11, slope=0.1, seed=0)
+    cfg = dataclasses.replace(Config(), k=3, n=20, t1=1e3, n_save=11, slope=0.1, seed=0)
     data = symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
-    traj = ltx.run_flow(cfg, data, 1e-3, teacher_observables(teacher=data.teacher, beta=0.0))
+    traj = run_flow(cfg, data, 1e-3, teacher_observables(teacher=data.teacher, beta=0.0))
     p = lt_sweep.dataset().sel(init=1e-3, slope=0.1, seed=0)
     o = traj.observables
     np.testing.assert_allclose(p["t"], traj.times, rtol=1e-14)

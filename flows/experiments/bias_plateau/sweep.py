@@ -52,8 +52,10 @@ from ..._sweep import sweep as run_sweep
 from ..._validate import as_float, as_int, as_seed, as_tolerance
 from ...models.deep import DEEP_ACTIVATIONS, DeepFCN
 from ..base import new_figure
-from .experiment import NAME, Config, synthetic_deep_data, theorem1_of, train_deep
+from .checks import theorem1_of
+from .config import NAME, Config
 from .interpolation import plateau
+from .runs import synthetic_deep_data, train_deep
 
 __all__ = ["PlateauSweep", "PlateauSweepConfig", "plateau_sweep", "plot_plateau_sweep"]
 

@@ -49,9 +49,10 @@ from ..._sweep import (
 from ..._sweep import sweep as run_sweep
 from ..._validate import as_float, as_int, as_seed, as_tolerance
 from ..base import new_figure
+from .config import MAX_INIT, NAME, Config
 from .data import symmetric_gaussians
-from .experiment import MAX_INIT, NAME, Config, run_flow
 from .observables import teacher_observables
+from .runs import run_flow
 
 __all__ = ["TeacherSweep", "TeacherSweepConfig", "teacher_sweep", "plot_teacher_sweep"]
 

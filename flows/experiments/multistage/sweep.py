@@ -59,7 +59,9 @@ from ..._sweep import (
 from ..._sweep import sweep as run_sweep
 from ...models import TwoLayer
 from ..base import new_figure
-from .experiment import NAME, Units, stage_times
+from .config import NAME
+from .data import Units
+from .runs import stage_times
 
 __all__ = [
     "SweepConfig",

@@ -1,0 +1,129 @@
+"""Settings of the linear-teacher experiment (`flows check linear-teacher`): the frozen
+`Config`, its built-in defaults, the plug-in's name and files, and the constants the runs
+and checks share (`MAX_INIT`, the ReLU counterexample of Theorem 5.1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..._errors import ConfigError
+
+NAME = "linear-teacher"
+#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+FILES = (
+    "boundary.png",
+    "clustering.png",
+    "par.png",
+    "outlier.png",
+    "sgd.png",
+    "trajectory.nc",
+    "results.json",
+)
+SOURCE = "linear teachers"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Settings of `flows check linear-teacher` (frozen; saved with the results).
+
+    Network: `k` neurons per type, leaky `slope` α, output weight `v`. Main data: `n`
+    points of 2-D symmetric Gaussians (`mean`·e₁, unit std, `seed`). Flow: loss clock to
+    `t1`, `n_save` log-spaced saves, `rtol`/`atol`; inits `small_init` and `large_init`.
+    Tolerances: `r_rel_tol` (small init: r/‖w̄ − ū‖ at t1 ≤), `frac_tol` (small init: share
+    of points outside the linear region at t1 ≤), `large_factor` (large init: r/‖w̄ − ū‖ ≥
+    factor × the small-init value), `margin_drop_tol` (relative drop of the smoothed margin
+    allowed between saves, for solver error), `cos_tol`, `angle_tol_deg` (PAR prediction).
+    `beta`: β of the NAR/PAR tests. Property test: `prop_networks` networks ×
+    `prop_points` points. Outlier run: `outlier` point, `outlier_n`, gradient descent with
+    `outlier_lr` to `outlier_t1`. SGD: sizes `sgd_n`, targets `sgd_eps`, step `sgd_lr`,
+    `sgd_max_epochs`, `sgd_exponent_tol`. Digits: pairs `digits`, e.g. ((0, 1), (3, 5))
+    (default empty: skipped, they take minutes),
+    `digits_t1`, `digits_frac_tol`.
+    """
+
+    k: int = 10
+    slope: float = 0.1
+    v: float = 1.0
+    n: int = 100
+    mean: float = 3.0
+    seed: int = 0
+    t1: float = 1e8
+    n_save: int = 61
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    small_init: float = 1e-4
+    large_init: float = 1.0
+    beta: float = 0.0
+    r_rel_tol: float = 0.01
+    frac_tol: float = 0.02
+    large_factor: float = 10.0
+    margin_drop_tol: float = 1e-5
+    cos_tol: float = 0.99
+    angle_tol_deg: float = 5.0
+    prop_networks: int = 300
+    prop_points: int = 200
+    outlier: tuple[float, float] = (-1.0, 3.0)
+    outlier_n: int = 60
+    outlier_lr: float = 0.2
+    outlier_t1: float = 1e5
+    sgd_n: tuple[int, ...] = (20, 40, 80)
+    sgd_eps: tuple[float, ...] = (0.1, 0.03, 0.01)
+    sgd_lr: float = 0.1
+    sgd_max_epochs: int = 20_000
+    sgd_exponent_tol: float = 0.25
+    digits: tuple[tuple[int, int], ...] = ()
+    digits_t1: float = 1e4
+    digits_init: float = 1e-3
+    digits_frac_tol: float = 0.05
+
+    def __post_init__(self):
+        if not (isinstance(self.k, int) and self.k >= 1):
+            raise ConfigError(f"`k` must be an integer ≥ 1; got {self.k!r}.")
+        if not 0 <= self.slope < 1:
+            raise ConfigError(f"`slope` (leaky α) must lie in [0, 1); got {self.slope!r}.")
+        if not self.v > 0:
+            raise ConfigError(f"`v` must be > 0; got {self.v!r}.")
+        if not (isinstance(self.n, int) and self.n >= 4 and self.n % 2 == 0):
+            raise ConfigError(f"`n` must be an even integer ≥ 4; got {self.n!r}.")
+        if not (math.isfinite(self.t1) and self.t1 > 1):
+            raise ConfigError(f"`t1` must be > 1; got {self.t1!r}.")
+        for name in ("rtol", "atol", "small_init", "large_init", "outlier_lr", "sgd_lr"):
+            val = getattr(self, name)
+            if not (math.isfinite(val) and val > 0):
+                raise ConfigError(f"`{name}` must be > 0; got {val!r}.")
+        if not self.small_init < self.large_init:
+            raise ConfigError("`small_init` must be smaller than `large_init`.")
+        if not self.beta >= 0:
+            raise ConfigError(f"`beta` must be ≥ 0; got {self.beta!r}.")
+        if any(e <= 0 for e in self.sgd_eps) or any(n < 2 for n in self.sgd_n):
+            raise ConfigError("`sgd_eps` must be > 0 and `sgd_n` ≥ 2.")
+        if not 0 < self.cos_tol <= 1:
+            raise ConfigError(f"`cos_tol` must lie in (0, 1]; got {self.cos_tol!r}.")
+
+
+def default_config(quick: bool = False) -> Config:
+    """The built-in default; `quick`: t1 = 10⁶, fewer property-test networks and SGD
+    cases, no digits."""
+    if quick:
+        return Config(
+            t1=1e6,
+            n_save=41,
+            prop_networks=100,
+            outlier_t1=2e4,
+            sgd_n=(20, 40),
+            sgd_eps=(0.1, 0.03),
+            digits=(),
+        )
+    return Config()
+
+
+#: Largest init scale `run_flow` accepts: 10⁶ × the paper's large init (1.0). The loss
+#: clock's range s = ∫L dt grows with L(0) ∝ init: measured (t1 = 100) init 1e12 ran in 28 s,
+#: init 1e50 had not finished after 60 s (1e200 ran 4 minutes into a max-steps failure).
+MAX_INIT = 1e6
+
+
+#: Explicit ReLU counterexample (k = 1, r = 0, so every x is in the "linear region"):
+#: w = e₁, u = e₂, x = (−1, −2): (w − u)·x = 1 > 0, but N(x) = relu(−1) − relu(−2) = 0.
+RELU_EXAMPLE = {"w": [[1.0, 0.0]], "u": [[0.0, 1.0]], "x": [[-1.0, -2.0]]}

@@ -1,0 +1,183 @@
+"""The runs of the linear-teacher experiment: the Theorem 5.1 property test, exact gradient
+flow (loss clock), the PAR prediction, gradient descent on the outlier data, SGD to loss ε
+and the digit pairs. Each returns what its claim in `checks` confronts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from reduced import max_margin as mm
+from reduced.linear_teacher import leaky_relu
+
+from ..._baselines import gradient_descent, sgd_to_epsilon
+from ..._clocks import log_save_times
+from ..._errors import ConfigError
+from ..._losses import logistic
+from ..._problem import make_problem
+from ..._simulate import simulate
+from ..._trajectory import Trajectory
+from ...models.leaky import LeakyReLUNet
+from .config import MAX_INIT, NAME, Config
+from .data import antipodal_with_outlier, digits_pair, symmetric_gaussians
+from .observables import teacher_observables
+
+# ---------------------------------------------------------------------------------------
+# Theorem 5.1: property test and the ReLU counterexample
+
+
+def network_np(w, u, x, v: float, slope: float):
+    """N_W(x) in NumPy (eq. 1), for the property test."""
+    return v * (leaky_relu(x @ w.T, slope).sum(-1) - leaky_relu(x @ u.T, slope).sum(-1))
+
+
+def theorem51_violations(w, u, x, v: float, slope: float) -> tuple[int, int]:
+    """(points inside Theorem 5.1's linear region, of which sign N ≠ sign((w̄ − ū)·x)).
+
+    Points with |(w̄ − ū)·x| ≤ 1e-12 ‖w̄ − ū‖‖x‖ are not tested: there the sign of
+    (w̄ − ū)·x is rounding noise (r itself is ~1e-16 for identical neurons).
+    """
+    w_bar, u_bar = w.mean(0), u.mean(0)
+    r = max(np.linalg.norm(w - w_bar, axis=1).max(), np.linalg.norm(u - u_bar, axis=1).max())
+    lin = x @ (w_bar - u_bar)
+    xn = np.linalg.norm(x, axis=1)
+    floor = 1e-12 * np.linalg.norm(w_bar - u_bar) * xn
+    inside = (np.abs(lin) >= 2 * r * xn) & (np.abs(lin) > floor)
+    out = np.sign(np.asarray(network_np(w, u, x, v, slope)))
+    return int(inside.sum()), int((inside & (out != np.sign(lin))).sum())
+
+
+def property_test(n_networks: int, n_points: int, slope: float | None, seed: int) -> dict:
+    """Random clustered networks (k, d, α, centres, spreads random; α fixed if given) and
+    random points, half of them placed just inside the linear region's edge."""
+    rng = np.random.default_rng(seed)
+    inside = bad = 0
+    worst = None
+    for _ in range(n_networks):
+        d = int(rng.integers(2, 9))
+        k = int(rng.integers(1, 9))
+        a = float(rng.uniform(0.01, 0.99)) if slope is None else slope
+        v = float(rng.uniform(0.1, 3))
+        cw, cu = rng.standard_normal(d), rng.standard_normal(d)
+        spread = float(rng.choice([0.0, 0.01, 0.1, 0.5, 2.0]))
+        w = cw + spread * rng.standard_normal((k, d)) / math.sqrt(d)
+        u = cu + spread * rng.standard_normal((k, d)) / math.sqrt(d)
+        x = rng.standard_normal((n_points, d))
+        # push half the points to the edge |(w̄ − ū)·x| = 2r‖x‖ (·(1 + 1e-9)): the hard case
+        w_bar, u_bar = w.mean(0), u.mean(0)
+        r = max(np.linalg.norm(w - w_bar, axis=1).max(), np.linalg.norm(u - u_bar, axis=1).max())
+        sep = w_bar - u_bar
+        sn = np.linalg.norm(sep)
+        c = min(2 * r / sn, 1.0) * (1 + 1e-9) if sn > 0 else 0.0
+        if 1e-8 < c < 1:
+            h = x[: n_points // 2]
+            perp = h - np.outer(h @ sep / sn**2, sep)
+            perp /= np.maximum(np.linalg.norm(perp, axis=1, keepdims=True), 1e-300)
+            sgn = np.where(rng.random(len(h)) < 0.5, -1.0, 1.0)[:, None]
+            x[: n_points // 2] = sgn * c * sep / sn + math.sqrt(1 - c**2) * perp
+        i, b = theorem51_violations(w, u, x, v, a)
+        inside += i
+        bad += b
+        if b and worst is None:
+            worst = {"k": k, "d": d, "slope": a, "spread": spread}
+    return {"networks": n_networks, "points_inside": inside, "violations": bad, "example": worst}
+
+
+# ---------------------------------------------------------------------------------------
+# Gradient-flow runs
+
+
+def _model(cfg: Config, d: int, init: float) -> LeakyReLUNet:
+    return LeakyReLUNet(k=cfg.k, d=d, slope=cfg.slope, v=cfg.v, init_scale=init)
+
+
+def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) -> Trajectory:
+    if not 0 < init <= MAX_INIT:
+        raise ConfigError(
+            f"the init scale (`init`) must lie in (0, {MAX_INIT:g}]; got {init!r}. The "
+            "paper's regimes are small init (1e-4) and large init (1.0)."
+        )
+    problem = make_problem(
+        _model(cfg, data.train.d, init), data.train, key=cfg.seed, loss_fn=logistic
+    )
+    t1 = cfg.t1 if t1 is None else t1
+    traj = simulate(
+        problem,
+        t1=t1,
+        ts=log_save_times(t1, cfg.n_save, first=0.1),
+        clock="loss",
+        rtol=cfg.rtol,
+        atol=cfg.atol,
+        observables=obs,
+        save_params="ends",
+    )
+    traj.config["experiment"] = {"name": NAME, "init_scale": init, "data": data.name}
+    return traj
+
+
+def par_prediction(traj: Trajectory, data, cfg: Config) -> tuple[mm.ParSolution, dict]:
+    model = _model(cfg, data.train.d, cfg.small_init)
+    z = np.asarray(model.features(data.train.x))
+    sol = mm.solve_par(z, data.train.y, v=cfg.v, k=cfg.k, slope=cfg.slope)
+    o = traj.observables
+    agree = mm.direction_agreement(sol.w, sol.u, o["w_bar"][-1], o["u_bar"][-1])
+    return sol, agree
+
+
+# ---------------------------------------------------------------------------------------
+# Outlier (App. J), SGD (Thm 4.1), digits (Fig. 2)
+
+
+def run_outlier(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, object]:
+    data = antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier))
+    problem = make_problem(
+        _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
+    )
+    traj = gradient_descent(
+        problem,
+        learning_rate=cfg.outlier_lr,
+        t1=cfg.outlier_t1,
+        n_save=41,
+        observables=teacher_observables(**obs_kwargs),
+        save_params="ends",
+    )
+    return traj, data
+
+
+def run_sgd(cfg: Config) -> list[dict]:
+    rows = []
+    for n in cfg.sgd_n:
+        data = symmetric_gaussians(n, 2, mean=cfg.mean, seed=cfg.seed + 7)
+        problem = make_problem(
+            _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
+        )
+        for eps in cfg.sgd_eps:
+            res = sgd_to_epsilon(
+                problem,
+                epsilon=eps,
+                learning_rate=cfg.sgd_lr,
+                key=cfg.seed,
+                max_epochs=cfg.sgd_max_epochs,
+            )
+            rows.append({**res.to_dict(), "separable": data.separability.separable})
+    return rows
+
+
+def run_digits(cfg: Config, pair) -> tuple[Trajectory, object]:
+    data = digits_pair(*pair, seed=cfg.seed)
+    obs = teacher_observables(beta=cfg.beta, x_test=data.test.x, y_test=data.test.y)
+    problem = make_problem(
+        _model(cfg, data.train.d, cfg.digits_init), data.train, key=cfg.seed, loss_fn=logistic
+    )
+    traj = simulate(
+        problem,
+        t1=cfg.digits_t1,
+        ts=log_save_times(cfg.digits_t1, 31, first=0.1),
+        clock="loss",
+        rtol=cfg.rtol,
+        atol=cfg.atol,
+        observables=obs,
+        save_params="ends",
+    )
+    return traj, data

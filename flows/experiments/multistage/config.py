@@ -1,0 +1,91 @@
+"""Settings of `flows check multistage`: the `Config`, its default, the experiment's name,
+files and source tag, and the constants that read "≲" / "≳" in the paper's bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..._errors import ConfigError
+from ..._solvers import SOLVERS
+
+__all__ = [
+    "NAME",
+    "FILES",
+    "SOURCE",
+    "LESSSIM_C",
+    "GTRSIM_C",
+    "Config",
+    "default_config",
+]
+
+NAME = "multistage"
+#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+FILES = ("stages.png", "K.png", "descent_time.png", "trajectory.nc", "results.json")
+SOURCE = "multistage"
+#: Reading of "≲" and "≳" in the paper's bounds: the constant C used for the verdict.
+LESSSIM_C = 10.0
+GTRSIM_C = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Settings of `flows check multistage` (frozen; saved with the results).
+
+    Main run: width `m`, init exponent `alpha`, `target` ('f1', 'f2', 'f3'), `data`
+    ('paper': 1000 points on [−15, 15]; 'assumption': data with E xxᵀ = I, E[f x] = e₁),
+    `n` points, PRNG `seed`, final physical time `t1`, `solver`, `rtol`, `atol`.
+    Theory: `beta` (T_d = first t ≥ T_p with 1 − K̂ ≤ β), `delta_prime` (Theorem 2).
+    Sweep (Assumption 1–2 data, f₂, `sweep_n` points): widths `sweep_m`, exponents
+    `sweep_alpha`, seeds `sweep_seeds`; fitted slopes must lie within `slope_tol`
+    (relative) of the theory.
+    """
+
+    m: int = 5000
+    alpha: float = 1.0
+    target: str = "f1"
+    data: str = "paper"
+    n: int = 1000
+    seed: int = 0
+    t1: float = 20.0
+    solver: str = "tsit5"
+    rtol: float = 1e-6
+    atol: float = 1e-9
+    beta: float = 0.1
+    delta_prime: float = 0.2
+    sweep_m: tuple[int, ...] = (250, 1000, 4000)
+    sweep_alpha: tuple[float, ...] = (0.75, 1.0, 1.25)
+    sweep_seeds: tuple[int, ...] = (0, 1)
+    sweep_n: int = 100
+    slope_tol: float = 0.15
+
+    def __post_init__(self):
+        if not (isinstance(self.m, int) and self.m >= 1):
+            raise ConfigError(f"`m` must be an integer ≥ 1; got {self.m!r}.")
+        if not math.isfinite(self.alpha):
+            raise ConfigError(f"`alpha` must be finite; got {self.alpha!r}.")
+        if self.data not in ("paper", "assumption"):
+            raise ConfigError(f"`data` must be 'paper' or 'assumption'; got {self.data!r}.")
+        if not (math.isfinite(self.t1) and self.t1 > 0):
+            raise ConfigError(f"`t1` must be > 0; got {self.t1!r}.")
+        if self.solver not in (*SOLVERS, "auto"):
+            raise ConfigError(
+                f"`solver` must be 'auto' or one of {sorted(SOLVERS)}; got {self.solver!r}."
+            )
+        for name in ("rtol", "atol"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ConfigError(f"`{name}` must be > 0; got {v!r}.")
+        if not 0 < self.beta < 1:
+            raise ConfigError(f"`beta` must lie in (0, 1); got {self.beta!r}.")
+        if not 0 < self.delta_prime < 2:
+            raise ConfigError(f"`delta_prime` must lie in (0, 2); got {self.delta_prime!r}.")
+        if any(m < 2 for m in self.sweep_m) or any(a <= 0.5 for a in self.sweep_alpha):
+            raise ConfigError("`sweep_m` must be ≥ 2 and `sweep_alpha` > 1/2 (theory regime).")
+
+
+def default_config(quick: bool = False) -> Config:
+    """The built-in default; `quick` is a smaller version (m = 1000, t1 = 2, one seed)."""
+    if quick:
+        return Config(m=1000, t1=2.0, sweep_m=(250, 1000, 4000), sweep_seeds=(0,))
+    return Config()
