@@ -5,6 +5,25 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("FLOWS_NOTEBOOK_SIZE", "small")
 
+# Runtime checks of the jaxtyping shape annotations (beartype), installed before any flows
+# or reduced module is imported. Scope: the pure-theory modules and the model families,
+# whose array arguments' shapes the annotations state. The engine's entry points
+# (`flows.simulate`, `make_problem`, …) check their arguments explicitly (`flows._validate`)
+# and accept NumPy and 0-d JAX numbers that a strict `float` annotation would refuse, and
+# the sympy derivations (`reduced.derive`) carry no array shapes.
+from jaxtyping import install_import_hook  # noqa: E402
+
+TYPECHECKED = (
+    "reduced.multistage",
+    "reduced.bias_plateau",
+    "reduced.interpolation",
+    "reduced.linear_teacher",
+    "reduced.max_margin",
+    "reduced.deep_linear",
+    "flows.models",
+)
+_HOOK = install_import_hook(TYPECHECKED, "_typecheck.typechecker")
+
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)

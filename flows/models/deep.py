@@ -8,7 +8,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._errors import ConfigError
 from .._validate import as_choice, as_int
@@ -109,7 +109,9 @@ class DeepFCN(AbstractModel):
             params["b"] = jnp.zeros((self.k,))
         return params
 
-    def features(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+    def features(
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
+    ) -> Float[Array, "n k"]:
         """The weights' signal V_r σ(⋯ σ(V_1 x)), without the bias."""
         sigma = DEEP_ACTIVATIONS[self.activation]
         h = x
@@ -119,7 +121,9 @@ class DeepFCN(AbstractModel):
                 h = sigma(h)
         return h
 
-    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+    def __call__(
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
+    ) -> Float[Array, "n k"]:
         out = self.features(params, x)
         if self.bias:
             out = out + params["b"]

@@ -26,7 +26,8 @@ class FunctionModel(AbstractModel):
     """
 
     fn: Callable = eqx.field(static=True)
-    treedef: jax.tree_util.PyTreeDef = eqx.field(static=True)
+    # jaxlib ships no stub for PyTreeDef, so pyright sees jax's alias of it as a variable
+    treedef: jax.tree_util.PyTreeDef = eqx.field(static=True)  # pyright: ignore[reportInvalidTypeForm]
     shapes: tuple[tuple[int, ...], ...] = eqx.field(static=True)
     names: tuple[str, ...] = eqx.field(static=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .base import AbstractModel, float_field, int_field
 
@@ -49,7 +49,9 @@ class Homogeneous(AbstractModel):
             "b": jnp.zeros((self.k,)),
         }
 
-    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, "n k"]:
+    def __call__(
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
+    ) -> Float[Array, "n k"]:
         # `self.r` is a Python int, so `**` is an integer power: exact for negative bases.
         return (x @ params["W"].T) ** self.r + params["b"]
 

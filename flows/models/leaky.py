@@ -11,7 +11,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._errors import ConfigError
 from .._validate import as_float
@@ -107,7 +107,9 @@ class LeakyReLUNet(AbstractModel):
                     f"got {tuple(jnp.shape(params[name]))}."
                 )
 
-    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, " n"]:
+    def __call__(
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
+    ) -> Float[Array, " n"]:
         z = self.features(x)
         pw = z @ params["w"].T
         pu = z @ params["u"].T

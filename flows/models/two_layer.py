@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import equinox as eqx
 import jax
+import jax.core
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from .._errors import ConfigError
 from .._validate import as_choice, as_float
@@ -45,11 +46,11 @@ def activation_taylor(sigma: Callable) -> tuple[float, float, float, float]:
     d1 = jax.grad(sigma)
     d2 = jax.grad(d1)
     d3 = jax.grad(d2)
-    z = jnp.float64(0.0) if jax.config.jax_enable_x64 else jnp.float32(0.0)
+    z = jnp.float64(0.0) if jax.config.read("jax_enable_x64") else jnp.float32(0.0)
     return tuple(float(f(z)) for f in (sigma, d1, d2, d3))  # type: ignore[return-value]
 
 
-def _alpha(value):
+def _alpha(value) -> Float[Array, ""]:
     """α as a 0-d float array (a traced value passes through, for `jax.vmap` over α)."""
     if isinstance(value, jax.core.Tracer):
         if value.shape != ():
@@ -78,8 +79,10 @@ class TwoLayer(AbstractModel):
 
     m: int = int_field("m", minimum=1, hint="`m` is the width (hidden neurons), e.g. m=1000.")
     d: int = int_field("d", minimum=1, hint="`d` is the input dimension.")
-    # a traced leaf, not static: runs that differ only in α reuse the compiled solve
-    alpha: float = eqx.field(converter=_alpha)
+    # a traced leaf, not static: runs that differ only in α reuse the compiled solve (a 0-d
+    # array). The ignore: pyright takes `m` and `d` for defaulted fields, as it does not see
+    # `int_field` (a wrapper of eqx.field) as a field specifier.
+    alpha: Float[Array, ""] = eqx.field(converter=_alpha)  # pyright: ignore[reportGeneralTypeIssues]
     activation: str | Callable = eqx.field(static=True, default="tanh", converter=_activation)
     bias: bool = bool_field("bias", default=False)
 
@@ -108,20 +111,22 @@ class TwoLayer(AbstractModel):
             params["c"] = std * jax.random.normal(kc, (self.m,))
         return params
 
-    def __call__(self, params: dict[str, Array], x: Float[Array, "n d"]) -> Float[Array, " n"]:
+    def __call__(
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
+    ) -> Float[Array, " n"]:
         pre = x @ params["w"].T
         if self.bias:
             pre = pre + params["c"]
         return self.sigma(pre) @ params["a"]
 
     def fused_grad(
-        self, params: dict[str, Array], x: Float[Array, "n d"], y: Float[Array, " n"]
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"], y: Float[ArrayLike, " n"]
     ) -> dict[str, Array]:
         """∇R by `fused_loss_and_grad` (XLA drops the unused loss)."""
         return self.fused_loss_and_grad(params, x, y)[1]
 
     def fused_loss_and_grad(
-        self, params: dict[str, Array], x: Float[Array, "n d"], y: Float[Array, " n"]
+        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"], y: Float[ArrayLike, " n"]
     ) -> tuple[Float[Array, ""], dict[str, Array]]:
         """R and ∇R for R = 1/(2n) Σ_i (f(x_i) − y_i)², derived by hand and evaluated in blocks of
         samples so that the n×m activations never leave the cache.
