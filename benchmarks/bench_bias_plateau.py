@@ -22,9 +22,7 @@ import numpy as np
 
 import flows
 from flows.experiments import bias_plateau as ex
-from flows.experiments.bias_plateau.data import class_sum_cross_entropy
-from flows.experiments.bias_plateau.observables import classification_observables
-from flows.models.deep import DeepFCN
+from flows.models import DeepFCN
 
 T1 = 150.0
 
@@ -39,8 +37,8 @@ def deep_comparison() -> list[dict]:
     cfg = ex.default_config()
     data = ex.synthetic_deep_data(cfg, 0)
     model = DeepFCN(d=data.d, k=cfg.k, depth=4, width=16, activation="identity", delta=1e-3)
-    problem = flows.make_problem(model, data, key=0, loss_fn=class_sum_cross_entropy)
-    kw = dict(t1=T1, n_save=201, observables=classification_observables, save_params="ends")
+    problem = flows.make_problem(model, data, key=0, loss_fn=ex.class_sum_cross_entropy)
+    kw = dict(t1=T1, n_save=201, observables=ex.classification_observables, save_params="ends")
     ref = flows.simulate(problem, solver="dopri8", rtol=1e-10, atol=1e-13, **kw)
     rows = []
 
@@ -129,7 +127,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     out = Path(__file__).parent / "results" / "bias_plateau.md"
-    flows._trajectory.write_atomic(out, lambda tmp: Path(tmp).write_text(text))
+    flows.write_atomic(out, lambda tmp: Path(tmp).write_text(text))
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 import flows
-from flows.experiments.linear_teacher.data import symmetric_gaussians
-from flows.models.leaky import LeakyReLUNet
+from flows.experiments import linear_teacher as lt
+from flows.models import LeakyReLUNet
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--physical-max-steps", type=int, default=200_000)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "clocks.md"))
     args = ap.parse_args()
-    data = symmetric_gaussians(100, 2, seed=0)
+    data = lt.symmetric_gaussians(100, 2, seed=0)
     model = LeakyReLUNet(k=10, d=2, slope=0.1, init_scale=1e-3)
     problem = flows.make_problem(model, data.train, key=0, loss_fn=flows.logistic)
     ts = np.array([0.0, args.t1])

@@ -1,6 +1,6 @@
 """The descent-time figure of the multi-stage paper, at the paper's size, timed.
 
-Runs `flows.experiments.multistage.sweep.descent_sweep` twice (resumable: rerun the same
+Runs `flows.experiments.multistage.descent_sweep` twice (resumable: rerun the same
 command after an interruption):
 1. the paper's grid m ∈ {1000, 5000, 10000, 15000, 20000, 50000, 100000} ×
    α ∈ {0.75, 1.0, 1.25, 1.5, 1.75, 2.0}, target f₁, the paper's data (1000 points on
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows.experiments.multistage.sweep import descent_sweep
+from flows.experiments import multistage
 
 PAPER_M = (1000, 5000, 10000, 15000, 20000, 50000, 100000)
 PAPER_ALPHA = (0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
@@ -118,7 +118,7 @@ def main() -> None:
         ("assumption", dict(data="assumption", n=100, m=list(ms))),
     ):
         start = time.perf_counter()
-        res = descent_sweep(
+        res = multistage.descent_sweep(
             Path(args.work) / f"{name}_{tag}{suffix}", dtype=args.dtype, **common, **kw
         )
         runs[name] = (res, time.perf_counter() - start)
@@ -126,7 +126,7 @@ def main() -> None:
             shutil.copyfile(res.figure, out / f"descent_time_{name}{suffix}.png")
     # the precision check: the small widths of the paper grid in the other precision
     check_ms = [m for m in paper_ms if m <= 5000]
-    check = descent_sweep(
+    check = multistage.descent_sweep(
         Path(args.work) / f"paper_{other}_atol{args.atol:g}{suffix}",
         dtype=other,
         data="paper",

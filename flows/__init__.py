@@ -38,6 +38,7 @@ from ._data import moments as moments  # noqa: E402
 from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
+from ._io import write_atomic as write_atomic  # noqa: E402
 from ._losses import cross_entropy as cross_entropy  # noqa: E402
 from ._losses import logistic as logistic  # noqa: E402
 from ._losses import squared_error as squared_error  # noqa: E402
@@ -47,6 +48,9 @@ from ._rkc import RKC2 as RKC2  # noqa: E402
 from ._rkc import rkc_eval_counts as rkc_eval_counts  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
+from ._solvers import FLOAT32_MIN_RTOL as FLOAT32_MIN_RTOL  # noqa: E402
+from ._solvers import IMPLICIT_SOLVERS as IMPLICIT_SOLVERS  # noqa: E402
+from ._solvers import MAX_IMPLICIT_PARAMS as MAX_IMPLICIT_PARAMS  # noqa: E402
 from ._solvers import SOLVERS as SOLVERS  # noqa: E402
 from ._solvers import auto_solver as auto_solver  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402

@@ -1,6 +1,8 @@
-"""The work-precision benchmark runs at `--quick` size and writes complete, reproducible
+"""The work-precision benchmark (`benchmarks/bench_work_precision.py`, the package
+`benchmarks/work_precision/`) runs at `--quick` size and writes complete, reproducible
 outputs; its scipy and torch vector fields are the JAX one (no timing assertions)."""
 
+import importlib
 import importlib.util
 import json
 import math
@@ -27,7 +29,11 @@ def _load(name):
 
 @pytest.fixture(scope="module")
 def wp():
-    return _load("bench_work_precision")
+    return _load("bench_work_precision")  # puts benchmarks/ on sys.path for its package
+
+
+def _torch_port(wp):
+    return importlib.import_module("work_precision.torch_port")
 
 
 def _table_rows(md: str) -> list[list[str]]:
@@ -70,7 +76,9 @@ def test_quick_run_writes_complete_outputs(wp, tmp_path, case):
         else:
             assert r["status"] in ("skipped", "failed") and r.get("reason"), r
     # every toolkit solver is listed (run or skipped with a reason)
-    for solver in wp._simulate.SOLVERS:
+    import flows
+
+    for solver in flows.SOLVERS:
         assert any(lab.startswith(f"flows {solver}") for lab in labels), solver
     # the exact flow at rtol 1e-6 is far closer to the reference than GD at η = 1e-3
     base = next(r for r in ran if r["settings"].get("learning_rate") == 1e-3)
@@ -80,6 +88,21 @@ def test_quick_run_writes_complete_outputs(wp, tmp_path, case):
     assert head["baseline"] == base["label"]
     assert head["wall_vs_gd"]["ratio"] > 0 and head["evals_vs_gd"]["ratio"] > 0
     assert "vs_scipy_rk45" in head
+    # the toolkit's defaults (Tsit5, rtol 1e-6, atol 1e-9) against GD: the ratios the former
+    # bench_multistage.py reported
+    default = next(
+        r
+        for r in ran
+        if r["settings"].get("solver") == "tsit5"
+        and r["settings"]["rtol"] == 1e-6
+        and r["settings"]["clock"] == "physical"
+        and r["settings"]["variant"] == "autodiff"
+    )
+    d = head["default_vs_gd"]
+    assert d["row"] == default["label"]
+    assert d["err_ratio"] > 10 and d["wall_ratio"] > 0 and d["evals_ratio"] > 0
+    assert d["evals_ratio"] == pytest.approx(base["vf_evals"] / default["vf_evals"])
+    assert f"6. **The toolkit's defaults vs GD η = 1e-3** ({default['label']}" in text
 
     payload = json.loads(js.read_text())
     cfg = payload["config"]
@@ -100,7 +123,7 @@ def problems(wp):
     from flows.models import TwoLayer
 
     ms = flows.make_problem(TwoLayer(m=50, d=1, alpha=1.0), flows.paper_data("f1"), key=0)
-    lt = wp.linear_teacher_case(True).build()
+    lt = wp.cases.linear_teacher_case(True).build()
     return {"multistage": ms, "linear-teacher": lt}
 
 
@@ -113,10 +136,10 @@ def _points(problem):
 @pytest.mark.parametrize("case", ["multistage", "linear-teacher"])
 def test_scipy_vector_field_is_the_jax_one(wp, problems, case):
     problem = problems[case]
-    y0, vf = wp.jax_flat_field(problem)
+    y0, vf = wp.methods.jax_flat_field(problem)
     flat0, unravel = ravel_pytree(problem.theta0)
     np.testing.assert_array_equal(y0, np.asarray(flat0))
-    assert np.array_equal(wp.flat(problem.theta0), y0)  # the benchmark's θ layout
+    assert np.array_equal(wp.methods.flat(problem.theta0), y0)  # the benchmark's θ layout
     for y in _points(problem):
         expected = -ravel_pytree(problem.grad(unravel(jax.numpy.asarray(y))))[0]
         np.testing.assert_allclose(np.asarray(vf(y)), np.asarray(expected), rtol=1e-14, atol=0)
@@ -125,7 +148,7 @@ def test_scipy_vector_field_is_the_jax_one(wp, problems, case):
 @pytest.mark.parametrize("case", ["multistage", "linear-teacher"])
 def test_torch_port_gradient_equals_jax(wp, problems, case):
     pytest.importorskip("torch")
-    port = _load("_torch_port")
+    port = _torch_port(wp)
     problem = problems[case]
     obj = port.port_problem(problem)
     flat0, unravel = ravel_pytree(problem.theta0)
@@ -140,9 +163,9 @@ def test_torch_port_gradient_equals_jax(wp, problems, case):
         assert np.max(np.abs(g_torch - g_jax)) <= 1e-12 * scale, case
 
 
-def test_torch_port_rejects_other_models():
+def test_torch_port_rejects_other_models(wp):
     pytest.importorskip("torch")
-    port = _load("_torch_port")
+    port = _torch_port(wp)
     import flows
     from flows.models import TwoLayer
 

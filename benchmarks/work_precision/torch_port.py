@@ -8,7 +8,7 @@ entry:
 - two-layer net f(x) = Σ_k a_k tanh(w_k·x) (`flows.models.TwoLayer`, tanh, no bias) with
   the squared error R = 1/(2n) Σ_i (f(x_i) − y_i)² (`flows.squared_error`);
 - the ±v leaky-ReLU net N(x) = v Σ_j σ(w_j·x) − v Σ_j σ(u_j·x), σ(z) = max(αz, z)
-  (`flows.models.leaky.LeakyReLUNet`, no bias) with the mean logistic loss
+  (`flows.models.LeakyReLUNet`, no bias) with the mean logistic loss
   (1/n) Σ_i log(1 + exp(−y_i N(x_i))) (`flows.logistic`).
 
 Everything is float64; data and θ(0) are copied from the JAX problem. The vector field
