@@ -41,12 +41,26 @@ __all__ = [
 @dataclasses.dataclass(frozen=True)
 class AbstractClock:
     """A clock for `flows.simulate`: what the solver steps in. Subclasses are frozen
-    dataclasses (hashable: part of the compile-cache key) with a `name`."""
+    dataclasses (hashable: part of the compile-cache key) with a `name`, and define the
+    three maps below, which `simulate` steps with (the loss clock, solved on its own by
+    `flows._loss_clock`, has none)."""
 
     name: ClassVar[str]
 
     def describe(self) -> str:
         return self.name
+
+    def from_physical(self, t) -> np.ndarray:
+        """Clock values of physical times (host side)."""
+        raise NotImplementedError(f"the {self.name} clock has no map from physical time")
+
+    def to_physical(self, s):
+        """Physical time at clock value `s` (traced)."""
+        raise NotImplementedError(f"the {self.name} clock has no map to physical time")
+
+    def rate(self, s, dtype):
+        """dt/ds at clock value `s` (traced)."""
+        raise NotImplementedError(f"the {self.name} clock has no closed-form rate dt/ds")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,12 @@
 """Errors raised by the toolkit, in the user's terms."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._trajectory import Trajectory
+
 
 class ConfigError(ValueError):
     """Bad input: names the argument, what was expected, and what to try.
@@ -14,6 +21,9 @@ class SolverError(RuntimeError):
     Carries the time reached so the caller can report it; nothing partial is returned
     as if complete.
     """
+
+    #: Set only on the failed members `flows.simulate_batch` returns: the partial run.
+    trajectory: Trajectory
 
     def __init__(self, message: str, *, t_reached: float, reason: str):
         super().__init__(message)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -37,7 +39,7 @@ class _Settings:
     atol: float
     max_steps: int
     count_evals: bool
-    observables: object
+    observables: Callable[..., Mapping[str, Any]]
 
 
 def _segment(settings: _Settings, solver, problem, s0, y0, target, s_end):
@@ -72,6 +74,7 @@ def _segment(settings: _Settings, solver, problem, s0, y0, target, s_end):
         max_steps=settings.max_steps,
         throw=False,
     )
+    assert sol.ts is not None  # SaveAt(t1=True) saves the final time
     s1 = sol.ts[-1]
     y1 = jax.tree_util.tree_map(lambda v: v[-1], sol.ys)
     theta1 = y1[0]

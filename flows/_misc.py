@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import jax
 import jax.numpy as jnp
 
@@ -10,7 +12,8 @@ __all__ = ["all_finite", "tree_sq_norm"]
 
 def tree_sq_norm(tree) -> jax.Array:
     """Σ ‖leaf‖² over the leaves of a pytree (traceable)."""
-    return sum(jnp.vdot(v, v) for v in jax.tree_util.tree_leaves(tree))
+    # `sum` starts from the int 0, which is returned as it is only for a tree with no leaves
+    return cast(jax.Array, sum(jnp.vdot(v, v) for v in jax.tree_util.tree_leaves(tree)))
 
 
 def all_finite(tree) -> bool:

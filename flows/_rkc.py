@@ -571,19 +571,20 @@ def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Arra
     the last step) and `nonstiff_steps` (accepted steps taken by the non-stiff method).
     Evaluations made in rejected steps are not included (see `RKC2`).
     """
-    if isinstance(solver_state, diffrax.Solution):
-        solver_state = solver_state.solver_state
-    if not isinstance(solver_state, RKCState):
+    state = (
+        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
+    )
+    if not isinstance(state, RKCState):
         raise TypeError(
             "expected the final RKC2 solver state; solve with "
             "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
-            f"(got {type(solver_state).__name__})."
+            f"(got {type(state).__name__})."
         )
     return dict(
-        vf_evals=solver_state.vf_evals,
-        jvp_evals=solver_state.jvp_evals,
-        rho=solver_state.rho,
-        steps=solver_state.n_steps,
-        stages=solver_state.stages,
-        nonstiff_steps=solver_state.nonstiff_steps,
+        vf_evals=state.vf_evals,
+        jvp_evals=state.jvp_evals,
+        rho=state.rho,
+        steps=state.n_steps,
+        stages=state.stages,
+        nonstiff_steps=state.nonstiff_steps,
     )

@@ -25,15 +25,10 @@ from ._problem import Problem
 from ._rkc import RKC2, rkc_eval_counts
 from ._solvers import (
     EVAL_COUNTER,
-    IMPLICIT_SOLVERS,
     SolverChoice,
     cached,
     resolve_solver,
-    resolve_solver_name,
 )
-from ._solvers import FLOAT32_MIN_RTOL as FLOAT32_MIN_RTOL
-from ._solvers import MAX_IMPLICIT_PARAMS as MAX_IMPLICIT_PARAMS
-from ._solvers import SOLVER_METHODS as SOLVER_METHODS
 from ._solvers import SOLVERS as SOLVERS
 from ._stats import Result, SolveStats, advice, failure_reason
 from ._trajectory import Trajectory, assemble_trajectory
@@ -46,11 +41,8 @@ __all__ = [
     "stop_at_loss",
 ]
 
-# Older import paths, kept (with the re-exports above) for callers not yet moved to
-# `flows._solvers`, where the solver registry and its checks live now: the sweeps, the
-# benchmarks. New code imports from `flows._solvers`.
-_IMPLICIT = IMPLICIT_SOLVERS
-_resolve_solver = resolve_solver_name
+# `SOLVERS` is re-exported above for callers not yet moved to `flows._solvers` (or the
+# public `flows.SOLVERS`), where the solver registry and its checks live.
 
 #: An observables function: (problem, θ, t) → {name: array}. Evaluated inside the solve.
 Observables = Callable[[Problem, dict, jax.Array], dict]
@@ -457,6 +449,7 @@ def simulate(
     steps = int(sol.stats["num_steps"])
     vf_evals = None
     if analytic_count:
+        assert choice.evals_per_step is not None  # part of analytic_count
         vf_evals = choice.evals_per_step * steps + 1
     elif callback_count:
         vf_evals = EVAL_COUNTER.n

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 import diffrax
 import equinox as eqx
@@ -207,8 +208,12 @@ def resolve_solver(
                 "adaptive PID controller; use an adaptive solver (e.g. diffrax.Tsit5(), "
                 "diffrax.Dopri5(), flows.RKC2())."
             )
-        rkc_tsit5 = isinstance(obj, RKC2) and obj.nonstiff == "tsit5"
-        if rkc_tsit5 and atol is not None and obj.tolerances is not None:
+        if (
+            isinstance(obj, RKC2)
+            and obj.nonstiff == "tsit5"
+            and atol is not None
+            and obj.tolerances is not None
+        ):
             if tuple(map(float, obj.tolerances)) != (float(rtol), float(atol)):
                 raise ConfigError(
                     f"RKC2(nonstiff='tsit5', tolerances={obj.tolerances}) must be given the "
@@ -274,12 +279,14 @@ EVAL_COUNTER = EvalCounter()
 #: Compiled solves, keyed by the kind of solve, its settings, the solver and the problem's
 #: structure and shapes, so repeated runs (seeds, benchmarks, sweeps over equal shapes)
 #: compile once.
-_COMPILED: dict = {}
+_COMPILED: dict[Hashable, Any] = {}
+
+_T = TypeVar("_T")
 
 
-def cached(key: Hashable, build: Callable[[], object]) -> tuple[object, bool]:
+def cached(key: Hashable, build: Callable[[], _T]) -> tuple[_T, bool]:
     """The compiled solve stored under `key`, built by `build()` on first use; returns it and
-    whether it was built now."""
+    whether it was built now. The key names what `build` makes, so a hit has `build`'s type."""
     fn = _COMPILED.get(key)
     if fn is not None:
         return fn, False

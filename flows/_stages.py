@@ -59,7 +59,11 @@ def detect_stages_from_loss(times, loss, *, rel_threshold: float = 0.1, smooth: 
         rate = np.convolve(np.pad(rate, smooth // 2, mode="edge"), kernel, mode="valid")[: t.size]
     peak = float(np.max(rate))
     thr = rel_threshold * peak
-    out = {"plateau_end": np.nan, "descent_end": np.nan, "next_descent": np.nan}
+    out: dict[str, float | np.ndarray] = {
+        "plateau_end": np.nan,
+        "descent_end": np.nan,
+        "next_descent": np.nan,
+    }
     out.update(peak_rate=peak, threshold=thr, rate=rate)
     # a curve that never decays by more than rounding has no stages
     if not peak * (t[-1] - t[0]) > 1e-9 * max(float(np.max(np.abs(L))), 1e-300):

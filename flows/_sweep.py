@@ -338,7 +338,7 @@ class AbstractSweepSpec(abc.ABC):
 
     def blank_record(self, point: tuple) -> dict:
         """A failed record of `point`, every variable NaN."""
-        rec = {"id": self.point_id(point)}
+        rec: dict[str, Any] = {"id": self.point_id(point)}
         rec.update({a.name: a.kind(v) for a, v in zip(self.axes, point, strict=True)})
         sizes = self.dims()
         for name, dims in self.variables().items():
@@ -418,7 +418,9 @@ class _Rejected(Exception):
 def _point_schema(spec: AbstractSweepSpec) -> dict[str, tuple[tuple[str, ...], str, tuple]]:
     """The variables of a point file of this sweep: name → (dims, dtype kind, shape)."""
     sizes = spec.dims()
-    schema = {d: ((d,), "i", (n,)) for d, n in sizes.items()}
+    schema: dict[str, tuple[tuple[str, ...], str, tuple]] = {
+        d: ((d,), "i", (n,)) for d, n in sizes.items()
+    }
     for name, dims in spec.variables().items():
         schema[name] = (tuple(dims), "f", tuple(sizes[d] for d in dims))
     return schema

@@ -22,8 +22,12 @@ import decimal
 import math
 import numbers
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 from ._errors import ConfigError
 
@@ -221,7 +225,7 @@ def as_real_array(
     name: str,
     value,
     *,
-    dtype=np.float64,
+    dtype: DTypeLike | None = np.float64,
     finite: bool = True,
     hint: str = "",
 ) -> np.ndarray:
@@ -318,7 +322,7 @@ def as_key(name: str, value):
     import jax.numpy as jnp
 
     dtype = getattr(value, "dtype", None)
-    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
         if tuple(value.shape) != ():
             raise ConfigError(
                 f"`{name}` must be one PRNG key (shape ()); got a key array of shape "

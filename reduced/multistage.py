@@ -183,7 +183,7 @@ def linearized_closed_form(
     """
     a0, u0 = jnp.asarray(a0), jnp.asarray(u0)
     grow = 0.5 * (a0 + u0) * jnp.exp(rate * t)
-    decay = 0.5 * (a0 - u0) * jnp.exp(-rate * t)
+    decay = 0.5 * (a0 - u0) * jnp.exp(jnp.negative(rate * t))  # ArrayLike: no typed unary -
     return grow + decay, grow - decay
 
 

@@ -10,12 +10,17 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from .._checks import Check
 from .._errors import ConfigError
 from .._flags import Flag
 from .._trajectory import Trajectory, versions
+
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 @dataclasses.dataclass
@@ -224,9 +229,18 @@ def _default(o):
     return str(o)
 
 
-def new_figure(nrows: int = 1, ncols: int = 1, **kwargs):
+@overload
+def new_figure(
+    nrows: Literal[1] = 1, ncols: Literal[1] = 1, **kwargs: Any
+) -> tuple[Figure, Axes]: ...
+@overload
+def new_figure(nrows: int, ncols: int, **kwargs: Any) -> tuple[Figure, np.ndarray]: ...
+def new_figure(nrows: int = 1, ncols: int = 1, **kwargs: Any) -> tuple[Figure, Any]:
     """A figure and its axes, without pyplot: no global backend switch, no figure manager,
-    so library plotting neither leaks figures nor breaks a notebook's inline backend."""
+    so library plotting neither leaks figures nor breaks a notebook's inline backend.
+
+    The axes are `fig.subplots(nrows, ncols, **kwargs)`: one `Axes` for a 1 × 1 grid, else
+    an array of them (typed as such for the default `squeeze=True`)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=kwargs.pop("figsize", None))

@@ -6,9 +6,13 @@ import abc
 import functools
 
 import equinox as eqx
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from .._validate import as_bool, as_float, as_int
+
+#: What a model's call accepts for parameters and inputs: JAX or NumPy arrays.
+ArrayIn = Array | np.ndarray
 
 
 def int_field(name: str, *, minimum: int = 1, hint: str = "", **kwargs):

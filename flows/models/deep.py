@@ -8,11 +8,11 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
 from .._validate import as_choice, as_int
-from .base import AbstractModel, bool_field, float_field, int_field
+from .base import AbstractModel, ArrayIn, bool_field, float_field, int_field
 
 __all__ = ["DeepFCN", "DEEP_ACTIVATIONS"]
 
@@ -109,21 +109,17 @@ class DeepFCN(AbstractModel):
             params["b"] = jnp.zeros((self.k,))
         return params
 
-    def features(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
-    ) -> Float[Array, "n k"]:
+    def features(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, "n k"]:
         """The weights' signal V_r σ(⋯ σ(V_1 x)), without the bias."""
         sigma = DEEP_ACTIVATIONS[self.activation]
-        h = x
+        h = jnp.asarray(x)
         for i, name in enumerate(self.layer_names):
             h = h @ params[name].T
             if i < self.depth - 1:
                 h = sigma(h)
         return h
 
-    def __call__(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
-    ) -> Float[Array, "n k"]:
+    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, "n k"]:
         out = self.features(params, x)
         if self.bias:
             out = out + params["b"]

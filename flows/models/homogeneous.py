@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
 
-from .base import AbstractModel, float_field, int_field
+from .base import AbstractModel, ArrayIn, float_field, int_field
 
 __all__ = ["Homogeneous"]
 
@@ -49,11 +49,9 @@ class Homogeneous(AbstractModel):
             "b": jnp.zeros((self.k,)),
         }
 
-    def __call__(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
-    ) -> Float[Array, "n k"]:
+    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, "n k"]:
         # `self.r` is a Python int, so `**` is an integer power: exact for negative bases.
-        return (x @ params["W"].T) ** self.r + params["b"]
+        return (jnp.asarray(x) @ params["W"].T) ** self.r + params["b"]
 
     def param_dims(self) -> dict[str, tuple[str, ...]]:
         return {"W": ("class", "dim"), "b": ("class",)}

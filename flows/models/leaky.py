@@ -11,11 +11,11 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
 from .._validate import as_float
-from .base import AbstractModel, bool_field, float_field, int_field
+from .base import AbstractModel, ArrayIn, bool_field, float_field, int_field
 
 __all__ = ["LeakyReLUNet"]
 
@@ -72,7 +72,7 @@ class LeakyReLUNet(AbstractModel):
         """Whether α > 0 (the paper's setting; Theorem 5.1 needs it)."""
         return self.slope > 0
 
-    def features(self, x: Float[Array, "n d"]) -> Float[Array, "n dp"]:
+    def features(self, x: Float[ArrayIn, "n d"]) -> Float[Array, "n dp"]:
         """The inputs the neurons see: x, or [x, 1] with `bias` (App. K)."""
         x = jnp.asarray(x)
         if x.ndim != 2 or x.shape[1] != self.d:
@@ -107,9 +107,7 @@ class LeakyReLUNet(AbstractModel):
                     f"got {tuple(jnp.shape(params[name]))}."
                 )
 
-    def __call__(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
-    ) -> Float[Array, " n"]:
+    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, " n"]:
         z = self.features(x)
         pw = z @ params["w"].T
         pu = z @ params["u"].T

@@ -9,11 +9,11 @@ import equinox as eqx
 import jax
 import jax.core
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
 from .._validate import as_choice, as_float
-from .base import AbstractModel, bool_field, int_field
+from .base import AbstractModel, ArrayIn, bool_field, int_field
 
 
 def _scaled_erf(z):
@@ -111,22 +111,26 @@ class TwoLayer(AbstractModel):
             params["c"] = std * jax.random.normal(kc, (self.m,))
         return params
 
-    def __call__(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"]
-    ) -> Float[Array, " n"]:
+    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, " n"]:
         pre = x @ params["w"].T
         if self.bias:
             pre = pre + params["c"]
         return self.sigma(pre) @ params["a"]
 
     def fused_grad(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"], y: Float[ArrayLike, " n"]
+        self,
+        params: dict[str, ArrayIn],
+        x: Float[ArrayIn, "n d"],
+        y: Float[ArrayIn, " n"],
     ) -> dict[str, Array]:
         """∇R by `fused_loss_and_grad` (XLA drops the unused loss)."""
         return self.fused_loss_and_grad(params, x, y)[1]
 
     def fused_loss_and_grad(
-        self, params: dict[str, ArrayLike], x: Float[ArrayLike, "n d"], y: Float[ArrayLike, " n"]
+        self,
+        params: dict[str, ArrayIn],
+        x: Float[ArrayIn, "n d"],
+        y: Float[ArrayIn, " n"],
     ) -> tuple[Float[Array, ""], dict[str, Array]]:
         """R and ∇R for R = 1/(2n) Σ_i (f(x_i) − y_i)², derived by hand and evaluated in blocks of
         samples so that the n×m activations never leave the cache.

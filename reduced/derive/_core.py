@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import mpmath
 import sympy as sp
@@ -77,7 +77,10 @@ class Identity:
     def expressions(self) -> list[sp.Expr]:
         """The residual expressions as a list (checks that no unknown symbol appears)."""
         out = self.residual()
-        exprs = [sp.sympify(e) for e in (out if isinstance(out, list | tuple) else [out])]
+        # the residuals are expressions (declared above); sympify is typed as returning Basic
+        exprs = [
+            cast(sp.Expr, sp.sympify(e)) for e in (out if isinstance(out, list | tuple) else [out])
+        ]
         known = set(self.symbols)
         for e in exprs:
             extra = e.free_symbols - known

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 import sympy as sp
 
@@ -60,7 +61,7 @@ class Moments:
     def symbols(self) -> tuple[sp.Symbol, ...]:
         out: set[sp.Symbol] = set()
         for v in self.table.values():
-            out |= v.free_symbols
+            out |= cast(set[sp.Symbol], v.free_symbols)  # sympy types them as set[Basic]
         return tuple(sorted(out, key=str))
 
     def E(self, integrand: sp.Expr) -> sp.Expr:
@@ -97,7 +98,7 @@ def low_degree_parts(expr: sp.Expr, variables: Sequence[sp.Symbol], below: int) 
     return [homogeneous_part(expr, variables, k) for k in range(below)]
 
 
-def jax_function(args: Sequence[sp.Symbol], exprs: Sequence[sp.Expr]) -> Callable[..., tuple]:
+def jax_function(args: Sequence[sp.Expr], exprs: Sequence[sp.Expr]) -> Callable[..., tuple]:
     """Generate a JAX function `(*args) -> tuple(exprs)` with `sympy.lambdify`.
 
     The generated code uses `jax.numpy`; enable `jax_enable_x64` to evaluate in float64.

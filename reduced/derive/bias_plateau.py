@@ -98,7 +98,8 @@ def _full_loss_noise_free():
     loss = 0
     for c in range(_K2):
         e_c = sp.Matrix([int(j == c) for j in range(_K2)])
-        logits = [(_W2[j, :] * e_c)[0] ** r + _b2[j] for j in range(_K2)]  # ⟨W_j, e_c⟩^r + b_j
+        # ⟨W_j, e_c⟩^r + b_j; sympy types a matrix product as Expr, hence the ignore
+        logits = [(_W2[j, :] * e_c)[0] ** r + _b2[j] for j in range(_K2)]  # pyright: ignore[reportIndexIssue]
         loss += _copies * _neg_log_softmax(logits, c)
     return _K2 / n_samples * loss
 
@@ -221,7 +222,8 @@ def _interpolation_residual():
     return res
 
 
-_INTERP_SYMBOLS = (
+# sympy types a matrix's entries as MatrixElement | list (they are its Symbols)
+_INTERP_SYMBOLS: tuple[sp.Symbol, ...] = (  # pyright: ignore[reportAssignmentType]
     alpha,
     delta,
     *_x4,
@@ -260,7 +262,8 @@ IDENTITIES: tuple[Identity, ...] = (
         "gradient vanishes (the set is invariant) and −∇((k/N)L) is ẇ_i = r w_i^{r−1}(1 − "
         "u_i(e_i)), ḃ_i = 1 − Σ_c u_i(e_c), z_j(e_c) = [j = c] w_c^r + b_j. Checked for k = 3.",
         _tensor_power_residual,
-        (*_W2, *_b2, *_w2, _copies, rho),
+        # sympy types a matrix's entries as MatrixElement | list (they are its Symbols)
+        (*_W2, *_b2, *_w2, _copies, rho),  # pyright: ignore[reportArgumentType]
     ),
     Identity(
         "early phase w(t), blow-up t*",

@@ -108,7 +108,8 @@ def averaged_loss(W, x=_x, y=_y, Sxx=_Sxx, Syx=_Syx, Syy=_Syy):
     y_i y_j ↦ (Σ_yy)_ij. Raises if the per-sample loss is not such a quadratic form."""
     r = y - W * x
     per_sample = sp.expand((r.T * r)[0, 0] / 2)
-    xs, ys = list(x), list(y)
+    # sympy's Matrix iterates through __getitem__, which pyright does not take as Iterable
+    xs, ys = list(x), list(y)  # pyright: ignore[reportArgumentType]
     poly = sp.Poly(per_sample, *xs, *ys)
     total = sp.S.Zero
     for monom, coeff in poly.terms():
@@ -261,7 +262,7 @@ def _mode_residual():
     ]
 
 
-def mode_closed_form(tt=t, ss=s, uu0=u0):
+def mode_closed_form(tt: sp.Expr = t, ss: sp.Expr = s, uu0: sp.Expr = u0):
     """u(t) = s e^{2st}/(e^{2st} − 1 + s/u₀), the paper's sigmoidal solution (τ = 1)."""
     e = sp.exp(2 * ss * tt)
     return ss * e / (e - 1 + ss / uu0)
@@ -403,7 +404,8 @@ def generated_vector_fields(d_in: int = 4, h: int = 3, d_out: int = 2) -> dict:
     Syy = _matrix("Syy", d_out, d_out, symmetric=True)
     F1, F2 = matrix_flow(W1, W2, Sxx, Syx, Syy)
     upper = [Sxx[i, j] for i in range(d_in) for j in range(i, d_in)]
-    f_flow = jax_function((*W1, *W2, *upper, *Syx), [*F1, *F2])
+    # sympy types a matrix's entries as MatrixElement | list (they are its Symbols)
+    f_flow = jax_function((*W1, *W2, *upper, *Syx), [*F1, *F2])  # pyright: ignore[reportArgumentType]
     iu = jnp.triu_indices(d_in)
 
     def flow(t, state, args):

@@ -230,7 +230,7 @@ def _normalization_residual():
         # dâ/dτ = (dt/dτ)(1/λ) ȧ = ȧ/(λ b), and likewise for ŵ.
         res.append(a_dot[k].subs(scale, simultaneous=True) / (lam * b) - (wh[k] - K_hat * wh[k]))
         res.append(w_dot[k][0].subs(scale, simultaneous=True) / (lam * b) - (ah[k] - K_hat * ah[k]))
-    K = sum(ak * wk[0] for ak, wk in zip(net.a, net.w, strict=True))
+    K = sp.Add(*(ak * wk[0] for ak, wk in zip(net.a, net.w, strict=True)))
     res.append(K.subs(scale, simultaneous=True) - (b / s**2) * K_hat)  # K = λ² K̂ = (b/s²) K̂
     return res
 
@@ -274,6 +274,8 @@ def macroscopic_field_derived():
     kp_dot = sp.factor(
         sum(2 * (x * y + z * v) for x, y, z, v in zip(a, a_dot, u, u_dot, strict=True))
     )
+    # annotated as sympy's `subs` takes it (its Mapping's key type is invariant)
+    sums: dict[sp.Basic | complex, sp.Basic | complex]
     sums = {sum(x**2 + y**2 for x, y in zip(a, u, strict=True)): Kp_sym}
     sums |= {sum(x * y for x, y in zip(a, u, strict=True)): K_sym}
     k_dot, kp_dot = k_dot.subs(sums), kp_dot.subs(sums)

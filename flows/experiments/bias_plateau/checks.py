@@ -357,6 +357,8 @@ def theorem1_checks(run: DeepRun, cfg: Config) -> list[Check]:
         reasons.append("no bias gap after training (Δ_min = 0)")
     if reasons:
         return [Check.not_applicable(c, src, "; ".join(reasons)) for c in claims]
+    # th is None only without an output bias, which theorem_applicable() refused above
+    assert th is not None
     checks = []
     if not th.nonempty:
         checks.append(

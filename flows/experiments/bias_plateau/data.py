@@ -12,6 +12,7 @@ Labels are integers in [0, k), stored as int64 in `Dataset.y`.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, cast
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +21,9 @@ from ..._data import Dataset
 from ..._errors import ConfigError
 from ..._losses import check_labels, cross_entropy
 from ..._validate import as_choice, as_float, as_int, as_seed
+
+if TYPE_CHECKING:
+    from sklearn.utils import Bunch
 
 __all__ = [
     "orthogonal_data",
@@ -138,7 +142,7 @@ def digits_data(
         raise ConfigError("the digits data need scikit-learn: `pip install scikit-learn`.") from exc
     split = as_choice("split", split, ("train", "test"))
     subset_seed = as_seed("subset_seed", subset_seed)
-    raw = load_digits()
+    raw = cast("Bunch", load_digits())  # without return_X_y/as_frame: a Bunch of arrays
     x_all = np.asarray(raw.data, dtype=np.float64)
     y_all = np.asarray(raw.target, dtype=np.int64)
     x_all = x_all / np.max(np.linalg.norm(x_all, axis=1))

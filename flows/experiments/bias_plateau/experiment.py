@@ -1,7 +1,7 @@
-"""Experiment: bias, depth and the linear-interpolation plateau (THEORY.md §B).
+"""Experiment: bias, depth and the linear-interpolation plateau.
 
 Paper: *Plateau in Monotonic Linear Interpolation — A "Biased" View of Loss Landscape for
-Deep Networks* (`shared/papers/000_*.txt`).
+Deep Networks* (§3 Theorem 1, §4 Proposition 1).
 
 Three parts, each confronted with the paper's claims as `Check`s:
 

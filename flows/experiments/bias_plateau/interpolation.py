@@ -1,6 +1,6 @@
 """Linear interpolation θ^[α] = (1 − α) θ(0) + α θ(T) and its loss / error curves.
 
-Bias-plateau paper, §2 (THEORY.md §B): γ_loss(α) is the training loss at θ^[α] and
+Bias-plateau paper, §2: γ_loss(α) is the training loss at θ^[α] and
 γ_error(α) the fraction of training samples misclassified; the paper uses 50 evenly
 spaced α. Works for any model family (the parameters are any pytree).
 """

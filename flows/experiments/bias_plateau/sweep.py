@@ -31,6 +31,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -171,7 +172,7 @@ class PlateauSweepConfig:
 
     def experiment_config(self) -> Config:
         """The `flows check bias-plateau` config whose deep-net settings are these."""
-        kw = dict(
+        kw: dict[str, Any] = dict(
             k=self.k,
             deep_width=self.width,
             deep_n_per_class=self.n_per_class,

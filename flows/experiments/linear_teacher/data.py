@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from ..._data import Dataset, from_arrays
 from ..._errors import ConfigError
 from ..._losses import check_sign_labels
 from ..._validate import as_bool, as_float, as_int, as_real_array, as_seed
+
+if TYPE_CHECKING:
+    from sklearn.utils import Bunch
 
 __all__ = [
     "Separability",
@@ -322,7 +326,7 @@ def digits_pair(
         from sklearn.datasets import load_digits
     except ImportError as err:  # pragma: no cover
         raise ConfigError("digit pairs need scikit-learn: pip install scikit-learn") from err
-    digits = load_digits()
+    digits = cast("Bunch", load_digits())  # without return_X_y/as_frame: a Bunch of arrays
     sel = np.isin(digits.target, (a, b))
     x = digits.data[sel].astype(np.float64) / 16.0
     y = np.where(digits.target[sel] == a, 1.0, -1.0)

@@ -1,4 +1,4 @@
-"""Experiment: leaky-ReLU ±v networks learning linear teachers (THEORY.md §C).
+"""Experiment: leaky-ReLU ±v networks learning linear teachers.
 
 Runs, each confronted with a claim of the linear-teacher paper:
 

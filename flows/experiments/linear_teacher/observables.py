@@ -54,7 +54,7 @@ def _max_disagree(p):
 
 
 def teacher_observables(*, beta: float = 0.0, x_test=None, y_test=None, teacher=None):
-    """Observables of section C of THEORY.md, for a `LeakyReLUNet` problem.
+    """Observables of the linear-teacher paper (§4–§6), for a `LeakyReLUNet` problem.
 
     **Arguments:**
     - `beta`: the β of the NAR / PAR tests (≥ 0), applied to normalized neurons ŵ^(l).

@@ -20,7 +20,7 @@ from ..._simulate import simulate
 from ..._trajectory import Trajectory
 from ...models.leaky import LeakyReLUNet
 from .config import MAX_INIT, NAME, Config
-from .data import antipodal_with_outlier, digits_pair, symmetric_gaussians
+from .data import SeparableData, antipodal_with_outlier, digits_pair, symmetric_gaussians
 from .observables import teacher_observables
 
 # ---------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def par_prediction(traj: Trajectory, data, cfg: Config) -> tuple[mm.ParSolution,
 # Outlier (App. J), SGD (Thm 4.1), digits (Fig. 2)
 
 
-def run_outlier(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, object]:
+def run_outlier(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, SeparableData]:
     data = antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier))
     problem = make_problem(
         _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
@@ -164,8 +164,9 @@ def run_sgd(cfg: Config) -> list[dict]:
     return rows
 
 
-def run_digits(cfg: Config, pair) -> tuple[Trajectory, object]:
+def run_digits(cfg: Config, pair) -> tuple[Trajectory, SeparableData]:
     data = digits_pair(*pair, seed=cfg.seed)
+    assert data.test is not None  # digits_pair's default test_fraction 0.3 keeps a test split
     obs = teacher_observables(beta=cfg.beta, x_test=data.test.x, y_test=data.test.y)
     problem = make_problem(
         _model(cfg, data.train.d, cfg.digits_init), data.train, key=cfg.seed, loss_fn=logistic

@@ -1,4 +1,4 @@
-"""The claims of section A of THEORY.md confronted with runs, one function each.
+"""The multi-stage paper's claims confronted with runs, one function each.
 
 `check_run` applies the single-run claims to the main run (a `MainRun`: observables on the
 theorems' time τ and the stage times), in the paper's order, gating them as the theorems

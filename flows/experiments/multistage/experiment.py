@@ -1,8 +1,9 @@
 """Experiment: the multi-stage loss curve of two-layer tanh networks with small init.
 
 One main run (default: the paper's stage figure, m = 5000, α = 1, f₁, the paper's data)
-confronted with every claim of section A of THEORY.md, plus a small sweep on data that
-satisfy Assumptions 1–2 for the descent-time slopes (T_d against ln m and against α).
+confronted with every claim of the paper (Theorems 1–2, Proposition 2, Corollaries 1–4),
+plus a small sweep on data that satisfy Assumptions 1–2 for the descent-time slopes (T_d
+against ln m and against α).
 
 Predictions are made in the units of the data: time τ = ‖b‖·t, weights â = a/λ,
 K̂ = K·s²/‖b‖ (see `reduced.multistage.normalization`); on Assumption 1–2 data these are
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
 from ... import _flags as fl
 from ..._baselines import gradient_descent
@@ -230,8 +232,9 @@ class MultistageExperiment(AbstractExperiment):
         )
         data = make_data(cfg)
         problem = make_problem(TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha), data, key=cfg.seed)
-        common = dict(n_save=o["n_save"], save_params=o["save_params"],
-                      observables=multistage_observables)  # fmt: skip
+        common: dict[str, Any] = dict(
+            n_save=o["n_save"], save_params=o["save_params"], observables=multistage_observables
+        )
         if o["method"] == "flow":
             traj = simulate(
                 problem, t1=cfg.t1, solver=cfg.solver, rtol=cfg.rtol, atol=cfg.atol,

@@ -30,6 +30,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -361,7 +362,7 @@ def run_points(config: dict, specs: Sequence[tuple[int, float, int]], pad_to: in
     if not built:
         return records
     run = built + [built[-1]] * max(0, pad_to - len(built))
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         n_save=cfg.n_save,
         solver=cfg.solver,
         rtol=cfg.rtol,
