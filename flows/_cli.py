@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_check(args) -> int:
     from ._checks import any_failed, format_table
-    from .experiments.base import OutputDir
+    from ._io import OutputDir
 
     exps = _experiments()
     names = sorted(exps) if args.experiment == "all" else [args.experiment]
@@ -180,7 +180,7 @@ def _flag_values(args, flags) -> dict:
 
 
 def _cmd_simulate(args) -> int:
-    from .experiments.base import check_output_path
+    from ._io import check_output_path
 
     exp = _experiments()[args.experiment]
     out = check_output_path(args.out) / "trajectory.nc"
@@ -204,7 +204,7 @@ def _cmd_simulate(args) -> int:
 
 
 def _cmd_sweep(args) -> int:
-    from .experiments.base import check_output_path
+    from ._io import check_output_path
 
     exp = _experiments()[args.experiment]
     check_output_path(args.out)

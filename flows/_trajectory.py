@@ -12,23 +12,11 @@ import numpy as np
 import xarray as xr
 
 # the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
+from ._io import versions as versions
 from ._io import write_atomic as write_atomic
 from ._stats import SolveStats, certificate
 
 __all__ = ["Trajectory", "assemble_trajectory", "versions", "write_atomic"]
-
-
-def versions() -> dict[str, str]:
-    """Versions of the libraries a result depends on (saved with every result)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("flows-theory", "jax", "jaxlib", "diffrax", "equinox", "numpy", "sympy", "xarray"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 @dataclasses.dataclass
