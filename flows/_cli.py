@@ -1,9 +1,13 @@
 """Command line: `flows check`, `flows simulate`, `flows sweep`, `flows derive` (also
 `python -m flows`).
 
+The parser is generated from the experiment registry (`flows.experiments.EXPERIMENTS`):
+each paper declares its own `simulate` and `sweep` flags.
+
 Exit status: 0 success (no applicable check failed), 1 a check or identity failed (sweep:
-a grid point failed), 2 bad input, 3 a solver failure (the message names the time reached
-and what to try).
+a grid point failed), 2 bad input (before anything is computed or written), 3 a solver
+failure or a failed accuracy certificate (the message names the time reached and what to
+try), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -118,10 +122,10 @@ def _cmd_check(args) -> int:
         OutputDir.preflight(Path(args.out) / name, exps[name].files, name)
     failed = False
     for name in names:
-        mod = exps[name]
-        cfg = mod.default_config(quick=args.quick)
+        exp = exps[name]
+        cfg = exp.default_config(quick=args.quick)
         start = time.perf_counter()
-        report = mod.run(cfg, Path(args.out))
+        report = exp.run(cfg, Path(args.out))
         print(
             f"\n== {name} ({'quick' if args.quick else 'default'}; "
             f"{time.perf_counter() - start:.0f}s) =="
