@@ -5,7 +5,7 @@ Paper: *Plateau in Monotonic Linear Interpolation — A "Biased" View of Loss La
 Deep Networks* (§3, Theorem 1; the statement's display equations are
 reconstructed). Network f(x) = V_r σ(⋯ σ(V_1 x)) + b, r ≥ 3, σ identity or ReLU,
 inputs ‖x‖ ≤ 1, output biases 0 at initialization, init scale δ. For small δ,
-f^[α](x) ≈ α^r V_r^(T) σ(⋯ V_1^(T) x) + α b^(T): the signal is of order α^r, the bias of
+`f^[α](x)` ≈ α^r V_r^(T) σ(⋯ V_1^(T) x) + α b^(T): the signal is of order α^r, the bias of
 order α, so for small α the top bias wins on every input.
 
 Pure functions of numbers and NumPy arrays (no `flows` import).
@@ -130,7 +130,7 @@ def theorem1(b_T, layers_T, r: int, delta: float) -> Theorem1:
 
 
 def small_delta_logits(alpha, signal_T, b_T, r: int):
-    """The paper's small-δ approximation f^[α](x) ≈ α^r·(signal at θ(T)) + α·b^(T).
+    """The paper's small-δ approximation `f^[α](x)` ≈ α^r·(signal at θ(T)) + α·b^(T).
 
     `signal_T` (n, k): V_r^(T) σ(⋯ V_1^(T) x); returns (n, k) logits (exact when θ(0) = 0
     and σ is positively homogeneous).

@@ -22,7 +22,7 @@ What is derived (each item is one `Identity`):
 4. Interpolation of a deep linear chain (Theorem 1's intuition, made exact). With
    identity activation, layers V_i^[α] = (1−α)δA_i + αB_i (init δA_i, trained B_i) and
    output bias b^[α] = αb (the bias starts at 0):
-       f^[α](x) = α^r B_r⋯B_1 x + α b + Σ_{∅≠S⊆[r]} ((1−α)δ)^{|S|} α^{r−|S|} P_S x,
+       `f^[α](x)` = α^r B_r⋯B_1 x + α b + Σ_{∅≠S⊆[r]} ((1−α)δ)^{|S|} α^{r−|S|} P_S x,
    where P_S is the ordered product with A_i in the positions of S and B_i elsewhere.
    Every extra term carries the factor (1−α)δ: the formula f ≈ α^r·signal + αb is exact
    at δ = 0 (and at α = 1). Checked for r = 3 and r = 4 with 2×2 layers.
