@@ -13,8 +13,12 @@ try), 130 interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -23,6 +27,7 @@ from pathlib import Path
 from . import _flags as fl
 from ._errors import ConfigError, SolverError
 from ._flags import Flag
+from ._io import REPORT_NAME
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -60,6 +65,10 @@ SWEEP_ENGINE_FLAGS = (
 )
 
 
+#: The table layouts of `flows check --format`.
+FORMATS = ("auto", "wide", "compact", "json")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser, generated from the experiment registry: each experiment's own flags
     under `flows simulate <name>` and `flows sweep <name>` (a flag it does not declare is
@@ -75,6 +84,23 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("experiment", nargs="?", default="all", choices=[*sorted(exps), "all"])
     c.add_argument("--quick", action="store_true", help="smaller, faster version")
     c.add_argument("--out", default="results", help="output folder (default: ./results)")
+    c.add_argument(
+        "--format",
+        default="auto",
+        choices=FORMATS,
+        help="table layout: auto (fitted to the terminal; default), wide (fixed columns), "
+        "compact (one block per claim) or json (machine-readable, on stdout; progress on "
+        "stderr)",
+    )
+    c.add_argument(
+        "--width",
+        type=fl.count("--width", 20),
+        default=None,
+        help="characters per line of the table (default: the terminal's width)",
+    )
+    c.add_argument(
+        "--no-report", action="store_true", help="do not write report.html (and index.html)"
+    )
 
     s = sub.add_parser("simulate", help="integrate one gradient flow and save trajectory.nc")
     s_sub = s.add_subparsers(dest="experiment", required=True, metavar="experiment")
@@ -87,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "--overwrite",
             action="store_true",
-            help="replace an existing OUT/trajectory.nc (refused otherwise)",
+            help="replace an existing OUT/trajectory.nc and OUT/report.html (refused otherwise)",
         )
+        sp.add_argument("--no-report", action="store_true", help="do not write OUT/report.html")
 
     w = sub.add_parser(
         "sweep",
@@ -112,28 +139,210 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def terminal_width(fallback: int = 120) -> int:
+    """Columns of the terminal (`COLUMNS` if set; `fallback` when not a terminal)."""
+    return max(shutil.get_terminal_size((fallback, 24)).columns, 20)
+
+
+def _duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f}s"
+    if s < 5400:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+class _StampedLines(io.TextIOBase):
+    """A text stream that passes whole lines on to `target`, each changed by `edit(line)`
+    (e.g. prefixed with the time elapsed); used to time the progress lines that
+    experiments and sweeps print."""
+
+    def __init__(self, target, edit):
+        self.target, self.edit, self._buf = target, edit, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        *lines, self._buf = self._buf.split("\n")
+        for line in lines:
+            self.target.write(self.edit(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._buf:
+            self.target.write(self.edit(self._buf))
+            self._buf = ""
+        self.target.flush()
+
+
+def _fit(text: str, width: int, indent: int) -> str:
+    """`text` wrapped to `width` with a hanging indent; words (paths) are never split."""
+    import textwrap
+
+    return textwrap.fill(
+        text,
+        width,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _previous_wall_s(folder: Path) -> float | None:
+    """The wall time recorded by the last run in `folder` (its results.json), if any."""
+    try:
+        value = float(json.loads((folder / "results.json").read_text())["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if value > 0 else None
+
+
 def _cmd_check(args) -> int:
-    from ._checks import any_failed, format_table
-    from ._io import OutputDir
+    from ._checks import any_failed, format_checks, json_safe
+    from ._io import INDEX_NAME, OutputDir
 
     exps = _experiments()
     names = sorted(exps) if args.experiment == "all" else [args.experiment]
+    out = Path(args.out)
+    report = not args.no_report
     for name in names:  # refuse a bad --out before minutes of computing
-        OutputDir.preflight(Path(args.out) / name, exps[name].files, name)
+        OutputDir.preflight(out / name, exps[name].outputs if report else exps[name].files, name)
+    if report and len(names) > 1:
+        OutputDir.preflight(out, (INDEX_NAME,))
+    as_json = args.format == "json"
+    width = args.width or terminal_width()
+    mode = "quick" if args.quick else "default"
+    # progress goes where the table does not: stderr for json, else stdout
+    progress_stream = sys.stderr if as_json else sys.stdout
+    command_start = time.perf_counter()
+    previous = {n: _previous_wall_s(out / n) for n in names}
     failed = False
-    for name in names:
+    done: list[dict] = []
+
+    def stamp(line: str) -> str:
+        if not line.strip():
+            return line
+        return _fit(f"[{_duration(time.perf_counter() - command_start):>7}] {line}", width, 10)
+
+    for k, name in enumerate(names, 1):
         exp = exps[name]
         cfg = exp.default_config(quick=args.quick)
+        if (last := previous[name]) is not None:
+            print(
+                _fit(
+                    f"[{k}/{len(names)}] {name}: starting; the last run in this folder took "
+                    f"{_duration(last)}",
+                    width,
+                    4,
+                ),
+                file=progress_stream,
+                flush=True,
+            )
         start = time.perf_counter()
-        report = exp.run(cfg, Path(args.out))
-        print(
-            f"\n== {name} ({'quick' if args.quick else 'default'}; "
-            f"{time.perf_counter() - start:.0f}s) =="
+        with contextlib.redirect_stdout(_StampedLines(progress_stream, stamp)) as stamped:
+            try:
+                result = exp.run(cfg, out)
+            finally:
+                stamped.flush()
+        wall = time.perf_counter() - start
+        files = [str(f) for f in result.files]
+        report_path = None
+        if report:
+            report_path = _write_report(exp, result, out, mode=mode, wall_s=wall)
+            if report_path is not None:
+                files.append(str(report_path))
+        failed |= any_failed(result.checks)
+        done.append(
+            {
+                "name": name,
+                "title": exp.title,
+                "mode": mode,
+                "wall_s": wall,
+                "failed": any_failed(result.checks),
+                "checks": result.checks,
+                "files": files,
+                "report": f"{name}/{report_path.name}" if report_path else None,
+            }
         )
-        print(format_table(report.checks))
-        print("wrote:", ", ".join(str(f) for f in report.files))
-        failed |= any_failed(report.checks)
+        if as_json:
+            _progress_line(k, names, done, command_start, previous, progress_stream, width)
+            continue
+        print(f"\n== {name} ({mode}; {wall:.0f}s) ==")
+        print(format_checks(result.checks, args.format, width))
+        print(_fit("wrote: " + ", ".join(files), width, 2))
+        if len(names) > 1:
+            _progress_line(k, names, done, command_start, previous, progress_stream, width)
+    if report and len(names) > 1:
+        index = _write_index(out, done, mode=mode, wall_s=time.perf_counter() - command_start)
+        if index is not None and not as_json:
+            print(_fit(f"wrote: {index}", width, 2))
+    if as_json:
+        payload = {
+            "experiments": [
+                {**{k: v for k, v in e.items() if k != "checks"},
+                 "checks": [c.to_dict() for c in e["checks"]]}
+                for e in done
+            ],
+            "failed": failed,
+        }  # fmt: skip
+        print(json.dumps(json_safe(payload), indent=1, ensure_ascii=False))
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _progress_line(k, names, done, command_start, previous, stream, width) -> None:
+    """'[k/n] name done in …; elapsed …, about … left' after each experiment: the estimate
+    uses the wall time of the last run in each remaining folder where there is one, else
+    the mean of the experiments finished now."""
+    elapsed = time.perf_counter() - command_start
+    left = names[k:]
+    mean = sum(e["wall_s"] for e in done) / len(done)
+    est = sum(previous.get(n) or mean for n in left)
+    tail = f"; about {_duration(est)} left (estimate)" if left else "; all done"
+    print(
+        _fit(
+            f"[{k}/{len(names)}] {done[-1]['name']} done in {_duration(done[-1]['wall_s'])}; "
+            f"elapsed {_duration(elapsed)}{tail}",
+            width,
+            4,
+        ),
+        file=stream,
+        flush=True,
+    )
+
+
+def _write_report(exp, result, out: Path, *, mode: str, wall_s: float) -> Path | None:
+    """`out/<name>/report.html`; a report that cannot be written is a warning (the results
+    are already in place), not a failure of the check."""
+    from .experiments.base import write_report
+
+    try:
+        return write_report(exp, result, out, mode=mode, wall_s=wall_s, command=_command())
+    except Exception as exc:  # noqa: BLE001 - the checks and results stand without it
+        print(
+            f"flows: warning: report.html not written ({type(exc).__name__}: {exc})",
+            file=sys.stderr,
+        )
+        return None
+
+
+def _write_index(out: Path, done: list[dict], *, mode: str, wall_s: float) -> Path | None:
+    from ._io import INDEX_NAME, add_owned_file, versions
+    from ._report import index_report
+
+    page = index_report(done, mode=mode, command=_command(), wall_s=wall_s, versions=versions())
+    try:
+        return add_owned_file(
+            out, INDEX_NAME, lambda tmp: Path(tmp).write_text(page, encoding="utf-8")
+        )
+    except (ConfigError, OSError) as exc:
+        print(f"flows: warning: {INDEX_NAME} not written: {exc}", file=sys.stderr)
+        return None
+
+
+def _command() -> list[str]:
+    return ["flows", *sys.argv[1:]]
 
 
 def _save_trajectory(traj, out: Path, rtol: float | None, overwrite: bool) -> Path:
@@ -161,7 +370,7 @@ def _save_trajectory(traj, out: Path, rtol: float | None, overwrite: bool) -> Pa
 
     try:
         with lock_folder(out.parent):  # one writer; temporaries of killed writes are removed
-            remove_stale_temporaries(out.parent, {out.name}.__contains__)
+            remove_stale_temporaries(out.parent, {out.name, REPORT_NAME}.__contains__)
             if out.exists() and not overwrite:  # appeared while we computed
                 raise _exists_error(out)
             return traj.save(out)
@@ -188,12 +397,19 @@ def _cmd_simulate(args) -> int:
 
     exp = _experiments()[args.experiment]
     out = check_output_path(args.out) / "trajectory.nc"
-    if out.exists() and not args.overwrite:
-        raise _exists_error(out)
+    report = out.with_name(REPORT_NAME)
+    for target in (out, report):
+        if target.exists() and not args.overwrite:
+            raise _exists_error(target)
     options = _flag_values(args, exp.simulate_flags)
+    start = time.perf_counter()
     run = exp.simulate(options, progress=bool(options.get("progress")))
     traj = run.traj
     path = _save_trajectory(traj, out, run.rtol, args.overwrite)
+    written = [path]
+    if not args.no_report:
+        page = _simulate_page(exp, traj, time.perf_counter() - start)
+        written.append(_save_beside(report, page, args.overwrite))
     st = traj.stats
     line = (
         f"{traj.config.get('method', 'gradient flow')}: loss {traj.loss[0]:.6g} → "
@@ -203,8 +419,50 @@ def _cmd_simulate(args) -> int:
     if "energy_residual" in traj.observables:
         line += f"; max energy residual {traj.observables['energy_residual'].max():.2e}"
     print(line)
-    print("wrote:", path)
+    print("wrote:", ", ".join(str(p) for p in written))
     return EXIT_OK
+
+
+def _simulate_page(exp, traj, wall_s: float) -> str:
+    """The short report.html of one `flows simulate` run."""
+    import numpy as np
+
+    from ._report import Curve, simulate_report
+
+    finals = {}
+    for key, arr in traj.observables.items():
+        a = np.asarray(arr)
+        if a.ndim == 1 and len(a) and np.issubdtype(a.dtype, np.number):
+            finals[f"{key}(t = {float(traj.times[-1]):g})"] = float(a[-1])
+    loss = np.asarray(traj.loss, dtype=float)
+    return simulate_report(
+        name=exp.name,
+        title=exp.title,
+        config=traj.config,
+        stats=dict(traj.stats),
+        curves=[Curve("loss", np.asarray(traj.times, float).tolist(), loss.tolist())],
+        finals=finals,
+        wall_s=wall_s,
+        command=_command(),
+        files=["trajectory.nc", REPORT_NAME],
+    )
+
+
+def _save_beside(path: Path, text: str, overwrite: bool) -> Path:
+    """Write `path` (next to the trajectory just saved) atomically under the folder's lock;
+    a file that appeared meanwhile is not replaced without --overwrite."""
+    from ._io import FolderBusy, lock_folder, write_atomic
+
+    try:
+        with lock_folder(path.parent):
+            if path.exists() and not overwrite:
+                raise _exists_error(path)
+            return write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    except FolderBusy as exc:
+        raise ConfigError(
+            f"another flows process is writing into {str(path.parent)!r} ({exc}); wait for it "
+            "or choose another --out."
+        ) from None
 
 
 def _cmd_sweep(args) -> int:
@@ -212,15 +470,20 @@ def _cmd_sweep(args) -> int:
 
     exp = _experiments()[args.experiment]
     check_output_path(args.out)
+    timer = _SweepTimer()
     try:
-        result = exp.sweep(
-            args.out,
-            _flag_values(args, exp.sweep_flags),
-            scheduler=args.scheduler,
-            connect_timeout=args.connect_timeout,
-            plot=not args.no_plot,
-            progress=not args.quiet,
-        )
+        with contextlib.redirect_stdout(_StampedLines(sys.stdout, timer.edit)) as stamped:
+            try:
+                result = exp.sweep(
+                    args.out,
+                    _flag_values(args, exp.sweep_flags),
+                    scheduler=args.scheduler,
+                    connect_timeout=args.connect_timeout,
+                    plot=not args.no_plot,
+                    progress=not args.quiet,
+                )
+            finally:
+                stamped.flush()
     except KeyboardInterrupt:
         print(
             f"flows: sweep interrupted; completed points are saved in {args.out}/points. "
@@ -231,6 +494,30 @@ def _cmd_sweep(args) -> int:
     if args.quiet:
         print(result.summary)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+class _SweepTimer:
+    """Adds the time elapsed and an estimate of the time left to the sweep's per-point
+    progress lines ('[7/12] m=1000 … (elapsed 1.2 min, about 50s left)'). The estimate is
+    the mean time per point finished in this command, times the points left."""
+
+    _POINT = re.compile(r"^\[(\d+)/(\d+)\] ")
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.first: int | None = None  # the counter of the first point finished here
+
+    def edit(self, line: str) -> str:
+        m = self._POINT.match(line)
+        if not m:
+            return line
+        i, n = int(m.group(1)), int(m.group(2))
+        if self.first is None:
+            self.first = i
+        elapsed = time.perf_counter() - self.start
+        ran = i - self.first + 1
+        tail = f"about {_duration(elapsed / ran * (n - i))} left" if i < n else "last point"
+        return f"{line} (elapsed {_duration(elapsed)}, {tail})"
 
 
 def _cmd_derive(args) -> int:

@@ -21,8 +21,11 @@ from typing import IO
 from ._errors import ConfigError
 
 __all__ = [
+    "INDEX_NAME",
     "LOCK_NAME",
+    "REPORT_NAME",
     "FolderBusy",
+    "add_owned_file",
     "hdf5_hazard",
     "lock_folder",
     "remove_stale_temporaries",
@@ -268,6 +271,11 @@ def versions() -> dict[str, str]:
 #: its `results.json`) are ever replaced; anything else in the folder is the user's.
 MANIFEST = ".flows-owned.json"
 _TMP_MARK = ".flows-tmp-pid"
+#: The HTML report `flows check` and `flows simulate` write into their output folder, and
+#: the index `flows check all` writes above the experiments' folders. Both are owned
+#: outputs: listed in the folder's manifest, never written over a file of the user's.
+REPORT_NAME = "report.html"
+INDEX_NAME = "index.html"
 
 
 def check_output_path(path: str | os.PathLike, *, flag: str = "--out") -> Path:
@@ -427,3 +435,38 @@ class OutputDir:
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def add_owned_file(
+    final: str | os.PathLike,
+    name: str,
+    write: Callable[[str], object],
+    experiment: str | None = None,
+) -> Path:
+    """Write `final/name` atomically (`write_atomic`) and list it in the folder's manifest
+    as written by the toolkit, next to what an `OutputDir` committed there before.
+
+    For a file added after the outputs of a run were committed (the HTML report). A file
+    `name` that exists and that the toolkit did not write is refused (`ConfigError`), as
+    `OutputDir` refuses it; a folder without a manifest gets one listing only `name`.
+
+    **Returns:** the path written.
+    """
+    final = Path(final)
+    conflicts = _conflicts(final, experiment, (name,))
+    if conflicts:
+        raise _conflict_error(final, conflicts)
+    try:
+        manifest = json.loads((final / MANIFEST).read_text())
+        files = set(manifest["files"])
+        complete = bool(manifest.get("complete", True))
+    except FileNotFoundError:
+        files, complete = _owned(final, experiment, ()), True
+    except (OSError, ValueError, KeyError, TypeError):
+        raise _conflict_error(final, [name]) from None
+    path = write_atomic(final / name, write)
+    text = json.dumps(
+        {"files": sorted(files | {name}), "complete": complete, "written_by": "flows"}, indent=1
+    )
+    write_atomic(final / MANIFEST, lambda tmp: Path(tmp).write_text(text))
+    return path

@@ -9,11 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
-from .._checks import Check
+from .._checks import Check, Reference, Trend, annotate
 from .._errors import ConfigError
 from .._flags import Flag
+from .._io import INDEX_NAME as INDEX_NAME
 from .._io import MANIFEST as MANIFEST
+from .._io import REPORT_NAME as REPORT_NAME
 from .._io import OutputDir as OutputDir
+from .._io import add_owned_file
 from .._io import check_output_path as check_output_path
 from .._trajectory import Trajectory, versions
 
@@ -113,6 +116,27 @@ class AbstractExperiment(abc.ABC):
     files: ClassVar[tuple[str, ...]]
     simulate_flags: ClassVar[tuple[Flag, ...]]
     sweep_flags: ClassVar[tuple[Flag, ...]] = ()
+    #: Where each claim stands in the paper (section, statement, figure), keyed as
+    #: `flows._checks.annotate` matches: a claim, a part of a claim, or a source.
+    references: ClassVar[Mapping[str, Reference]] = {}
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Every file `flows check <name>` writes into `out/<name>/`: `files` and the
+        HTML report."""
+        return (*self.files, *((REPORT_NAME,) if REPORT_NAME not in self.files else ()))
+
+    def trend(self, check: Check, cfg) -> Trend | None:
+        """The finite-size trend `check` measured (e.g. T_d against ln m), or None. The
+        default: none."""
+        return None
+
+    def annotate(self, checks, cfg=None) -> list[Check]:
+        """`checks` with their paper reference (`references`, the title, the `source`)
+        and finite-size trend (`trend`) attached; `run` calls it before writing results."""
+        return annotate(
+            checks, self.references, paper=self.title, trend=lambda c: self.trend(c, cfg)
+        )
 
     @abc.abstractmethod
     def default_config(self, quick: bool = False):
@@ -134,3 +158,86 @@ class AbstractExperiment(abc.ABC):
     @property
     def has_sweep(self) -> bool:
         return type(self).sweep is not AbstractExperiment.sweep
+
+
+# ---------------------------------------------------------------------------------------
+# The HTML report of `flows check <name>`
+
+
+def _read_results(folder: Path) -> dict:
+    try:
+        data = json.loads((folder / "results.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _loss_curves(folder: Path, names) -> list:
+    """The loss curve of every trajectory file in `folder` (those that cannot be read are
+    left out: the report shows what there is)."""
+    from .._io import hdf5_hazard
+    from .._report import Curve
+
+    curves = []
+    for n in sorted(names):
+        if not (n.startswith("trajectory") and n.endswith(".nc")):
+            continue
+        path = folder / n
+        try:
+            if hdf5_hazard(path) is not None:
+                continue
+            import xarray as xr
+
+            with xr.open_dataset(path) as ds:
+                if "loss" not in ds or ds["loss"].dims != ("time",):
+                    continue
+                t = ds["time"].values.astype(float)
+                loss = ds["loss"].values.astype(float)
+        except Exception:  # noqa: BLE001 - an unreadable file: no curve for it
+            continue
+        label = "main run" if n == "trajectory.nc" else n.removeprefix("trajectory_")[:-3]
+        curves.append(Curve(label, t.tolist(), loss.tolist()))
+    return curves
+
+
+def write_report(
+    exp: AbstractExperiment,
+    report: Report,
+    out: Path,
+    *,
+    mode: str = "",
+    wall_s: float | None = None,
+    command=None,
+) -> Path:
+    """Write `out/<name>/report.html` for a finished `exp.run` (figures, loss curves and
+    provenance read from the folder it committed), and list it in the folder's manifest.
+
+    **Returns:** the report's path. **Raises:** `ConfigError` if a `report.html` the
+    toolkit did not write is in the way.
+    """
+    from .._report import experiment_report
+
+    folder = Path(out) / exp.name
+    names = [p.name for p in report.files] or [n for n in exp.files if (folder / n).exists()]
+    figures = {}
+    for n in names:
+        if n.endswith(".png"):
+            try:
+                figures[n] = (folder / n).read_bytes()
+            except OSError:
+                continue
+    page = experiment_report(
+        name=exp.name,
+        title=exp.title,
+        checks=report.checks,
+        results=_read_results(folder),
+        figures=figures,
+        curves=_loss_curves(folder, names),
+        mode=mode,
+        wall_s=wall_s,
+        command=command,
+        files=sorted({*names, REPORT_NAME}),
+    )
+    return add_owned_file(
+        folder, REPORT_NAME, lambda tmp: Path(tmp).write_text(page, encoding="utf-8"), exp.name
+    )

@@ -452,8 +452,9 @@ def trend_checks(rows: list[dict], cfg: Config) -> list[Check]:
         f"mean ± sd over seeds {list(cfg.trend_seeds)}; trained by {how} to T = "
         f"{cfg.sweep_t1:g}, σ = {cfg.sweep_activation}, width {cfg.deep_width}"
         + (
-            " (GD: the ReLU flow costs ~10²× more gradient evaluations; GD at this η matches "
-            "the identity net's flow plateau, see the GD check)"
+            " (GD, the papers' method: every trend is rerun at η/4 and its verdict kept only "
+            "where both agree; the exact ReLU flow, `flows.simulate_nonsmooth`, switches too "
+            "often from small init for a sweep — see the README's limits)"
             if cfg.sweep_method == "gd"
             else ""
         )

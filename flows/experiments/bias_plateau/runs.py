@@ -17,6 +17,7 @@ from ..._baselines import gradient_descent
 from ..._checks import Check
 from ..._data import Dataset
 from ..._errors import ConfigError
+from ..._eta import ETA_FACTOR, merge_eta
 from ..._problem import make_problem
 from ..._simulate import simulate
 from ..._stages import first_crossing
@@ -229,8 +230,11 @@ def train_deep(
     method: str,
     cfg: Config,
     label: str = "",
+    learning_rate: float | None = None,
 ) -> DeepRun:
-    """Train by exact flow (`method='flow'`) or GD (`'gd'`, rate `cfg.gd_lr`) and interpolate."""
+    """Train by exact flow (`method='flow'`) or GD (`'gd'`, rate `learning_rate`, default
+    `cfg.gd_lr`) and interpolate."""
+    lr = cfg.gd_lr if learning_rate is None else learning_rate
     problem = make_problem(model, data, key=seed, loss_fn=class_sum_cross_entropy)
     if method == "flow":
         traj = simulate(
@@ -245,7 +249,7 @@ def train_deep(
     else:
         traj = gradient_descent(
             problem,
-            learning_rate=cfg.gd_lr,
+            learning_rate=lr,
             t1=t1,
             n_save=201,
             observables=classification_observables,
@@ -254,7 +258,7 @@ def train_deep(
         if traj.stats["result"] != "successful":
             raise ConfigError(
                 f"gradient descent diverged on {label or data.name} ({traj.stats['result']}); "
-                f"lower `gd_lr` (now {cfg.gd_lr})."
+                f"lower `gd_lr` (now {lr})."
             )
     traj.config["experiment"] = {"name": NAME, "part": "deep", "label": label, "seed": seed}
     th0 = {n: traj.param(n, 0) for n in traj.params}
@@ -289,9 +293,10 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
         )
     )
     gd_check = None
+    relu_fine = None
     if cfg.relu_run:
         relu = dataclasses.replace(model, activation="relu")
-        runs.append(
+        relu_pair = [
             train_deep(
                 relu,
                 data,
@@ -300,8 +305,12 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 method="gd",
                 cfg=cfg,
                 label=f"synthetic, depth {cfg.deep_depth} relu (GD)",
+                learning_rate=eta,
             )
-        )
+            for eta in (cfg.gd_lr, cfg.gd_lr / ETA_FACTOR)
+        ]
+        runs.append(relu_pair[0])
+        relu_fine = relu_pair[1]
         # GD against the flow on the identity net: does GD at this η give the same plateau?
         gd = train_deep(model, data, seed=cfg.seed, t1=cfg.deep_t1, method="gd", cfg=cfg)
         pf = plateau(runs[0].curve, tol=cfg.plateau_tol)
@@ -340,20 +349,11 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
         )
     checks = []
     for run in runs:
-        err_T = float(run.traj.observables["train_error"][-1])
-        checks.append(
-            Check.compare(
-                f"{run.label}: training reaches zero error by T",
-                "setup",
-                holds=err_T == 0.0,
-                predicted="training error 0 at T (the theorem interpolates to a trained net)",
-                measured=f"{err_T:.3g} ({run.method}, T = {run.traj.times[-1]:g}, "
-                f"{run.traj.stats['vf_evals']} gradient evaluations)",
-                values={"final_error": err_T},
-            )
-        )
-        checks += theorem1_checks(run, cfg)
-        checks.append(check_measured_plateau(run, theorem1_of(run), cfg))
+        run_checks = _deep_run_checks(run, cfg)
+        if run.method == "gd" and relu_fine is not None:
+            # the ReLU net by GD: each claim at η and η/4, "not converged in η" if they differ
+            run_checks = merge_eta(run_checks, _deep_run_checks(relu_fine, cfg), cfg.gd_lr)
+        checks += run_checks
         if progress:
             print(f"  [{NAME}] deep run '{run.label}' done", flush=True)
     if gd_check is not None:
@@ -361,12 +361,35 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
     return runs, checks
 
 
+def _deep_run_checks(run: DeepRun, cfg: Config) -> list[Check]:
+    """Training reached zero error; Theorem 1's checks; the measured plateau."""
+    checks = []
+    err_T = float(run.traj.observables["train_error"][-1])
+    checks.append(
+        Check.compare(
+            f"{run.label}: training reaches zero error by T",
+            "setup",
+            holds=err_T == 0.0,
+            predicted="training error 0 at T (the theorem interpolates to a trained net)",
+            measured=f"{err_T:.3g} ({run.method}, T = {run.traj.times[-1]:g}, "
+            f"{run.traj.stats['vf_evals']} gradient evaluations)",
+            values={"final_error": err_T},
+        )
+    )
+    checks += theorem1_checks(run, cfg)
+    checks.append(check_measured_plateau(run, theorem1_of(run), cfg))
+    return checks
+
+
 # ---------------------------------------------------------------------------------------
 # Part 3: trends over depth, δ and the output bias.
 
 
-def trend_sweep(cfg: Config, *, progress: bool = False) -> list[dict]:
-    """Error-plateau length of the synthetic deep net over depth, δ and bias, per seed."""
+def trend_sweep(
+    cfg: Config, *, progress: bool = False, learning_rate: float | None = None
+) -> list[dict]:
+    """Error-plateau length of the synthetic deep net over depth, δ and bias, per seed
+    (GD at `learning_rate`, default `cfg.gd_lr`, when `cfg.sweep_method` is 'gd')."""
     settings = [("depth", r_, cfg.deep_delta, True) for r_ in cfg.sweep_depths]
     settings += [("delta", cfg.deep_depth, dl, True) for dl in cfg.sweep_deltas]
     settings += [("bias", cfg.deep_depth, cfg.deep_delta, b) for b in (True, False)]
@@ -386,7 +409,13 @@ def trend_sweep(cfg: Config, *, progress: bool = False) -> list[dict]:
                     delta=delta,
                 )
                 run = train_deep(
-                    model, data, seed=seed, t1=cfg.sweep_t1, method=cfg.sweep_method, cfg=cfg
+                    model,
+                    data,
+                    seed=seed,
+                    t1=cfg.sweep_t1,
+                    method=cfg.sweep_method,
+                    cfg=cfg,
+                    learning_rate=learning_rate,
                 )
                 pl = plateau(run.curve, kind="error", tol=cfg.plateau_tol)
                 th = theorem1_of(run)

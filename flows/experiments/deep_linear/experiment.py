@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import _flags as fl
-from ..._checks import Check
+from ..._checks import Check, Reference, Trend
 from ..._data import Dataset
 from ..._errors import ConfigError
 from ..._flags import Flag
@@ -29,7 +29,14 @@ from ..._problem import make_problem
 from ..._resources import check_memory
 from ..._simulate import SOLVERS, simulate
 from ..._trajectory import Trajectory
-from ..base import AbstractExperiment, OutputDir, Report, Simulated, write_results_json
+from ..base import (
+    REPORT_NAME,
+    AbstractExperiment,
+    OutputDir,
+    Report,
+    Simulated,
+    write_results_json,
+)
 from .checks import (
     check_balancedness,
     check_certificate,
@@ -56,8 +63,9 @@ __all__ = [
 ]
 
 NAME = "deep-linear"
-#: The files `run` writes into `out/NAME/` (nothing else there is touched).
-FILES = ("modes.png", "loss.png", "trajectory.nc", "results.json")
+#: The files `flows check deep-linear` writes into `out/NAME/` (nothing else there is
+#: touched): `run` writes all but the report, which the command line adds after it.
+FILES = ("modes.png", "loss.png", "trajectory.nc", "results.json", REPORT_NAME)
 INITS = ("balanced", "random")
 
 
@@ -160,6 +168,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     balanced = run_flow(cfg, data, "balanced")
     random = run_flow(cfg, data, "random")
     checks, table = check_runs(cfg, theory, balanced, random)
+    checks = EXPERIMENT.annotate(checks, cfg)
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
         title = (
@@ -192,6 +201,60 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
 # ---------------------------------------------------------------------------------------
 # The plug-in: `flows check|simulate deep-linear`
 
+#: Where each claim stands in the paper (keys: claims or parts of claims; see
+#: `flows._checks.annotate`).
+REFERENCES = {
+    "energy identity": Reference(
+        statement="Along an exact gradient flow L(0) − L(t) = ∫₀ᵗ ‖∇L‖² ds and the loss never "
+        "increases: the toolkit's accuracy certificate (not a claim of the paper).",
+        figure="loss.png",
+    ),
+    "closed form": Reference(
+        statement="From a balanced initialization aligned with the SVD of Σ_yx each mode "
+        "strength follows the exact sigmoidal solution, and so do W₁, W₂, their product "
+        "and the loss.",
+        figure="modes.png",
+    ),
+    "mode α reaches": Reference(
+        statement="Mode α (singular value s_α) is learned at the time "
+        "t½ = (1/2s_α) ln((s_α − u₀)/u₀): stronger modes are learned earlier.",
+        figure="modes.png",
+    ),
+    "conserved along the flow": Reference(
+        statement="W₁W₁ᵀ − W₂ᵀW₂ is conserved by the gradient flow of a two-layer linear "
+        "network, from any initialization."
+    ),
+    "stage-like learning": Reference(
+        statement="Learning is stage-like: the modes are learned one after another, in "
+        "order of decreasing singular value.",
+        figure="modes.png",
+    ),
+    "small random init": Reference(
+        statement="From small random initial conditions the same sigmoidal transitions "
+        "occur, at times close to those of the exact solution.",
+        figure="modes.png",
+    ),
+}
+
+
+def learning_time_trend(check: Check, cfg: Config) -> Trend | None:
+    """Measured against predicted half-learning times t½ per mode (x: singular value)."""
+    pred, meas = check.values.get("predicted"), check.values.get("measured")
+    s = [float(v) for v in cfg.singular_values]
+    if not (isinstance(pred, list) and isinstance(meas, list) and len(pred) == len(s)):
+        return None
+    if len(meas) != len(s) or not all(isinstance(v, float) for v in pred + meas):
+        return None
+    return Trend(
+        x_label="singular value s_α",
+        y_label="half-learning time t½",
+        x=tuple(s),
+        y=tuple(meas),
+        predicted=tuple(pred),
+        note="one point per mode of the teacher",
+    )
+
+
 #: `flows simulate deep-linear` defaults (flags left out take these).
 SIMULATE_DEFAULTS = {
     "d_in": 6, "h": 6, "d_out": 4, "n": 200, "s_max": 3.0, "s_min": 0.5, "noise": 0.1,
@@ -207,6 +270,7 @@ class DeepLinearExperiment(AbstractExperiment):
     name = NAME
     title = "Exact solutions to the nonlinear dynamics of learning in deep linear neural networks"
     files = FILES
+    references = REFERENCES
     simulate_flags = (
         Flag("d_in", "input dimension (default 6)", fl.count("--d-in")),
         Flag("h", "hidden width (default 6)", fl.count("--h")),
@@ -241,6 +305,9 @@ class DeepLinearExperiment(AbstractExperiment):
 
     def default_config(self, quick: bool = False) -> Config:
         return default_config(quick)
+
+    def trend(self, check: Check, cfg) -> Trend | None:
+        return learning_time_trend(check, cfg) if isinstance(cfg, Config) else None
 
     def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
         return run(cfg, out, progress=progress)

@@ -34,9 +34,11 @@ class Config:
     of points outside the linear region at t1 ≤), `large_factor` (large init: r/‖w̄ − ū‖ ≥
     factor × the small-init value), `margin_drop_tol` (relative drop of the smoothed margin
     allowed between saves, for solver error), `cos_tol`, `angle_tol_deg` (PAR prediction).
-    `beta`: β of the NAR/PAR tests. Property test: `prop_networks` networks ×
-    `prop_points` points. Outlier run: `outlier` point, `outlier_n`, gradient descent with
-    `outlier_lr` to `outlier_t1`. SGD: sizes `sgd_n`, targets `sgd_eps`, step `sgd_lr`,
+    `beta`: β of the NAR/PAR tests; `kink_cos`: a neuron is on the kink of a point when
+    |ŵ·x̂| ≤ kink_cos (counted apart in the NAR/PAR observables). Property test:
+    `prop_networks` networks × `prop_points` points. Outlier run: `outlier` point,
+    `outlier_n`, exact flow to `outlier_t1`, and gradient descent at `outlier_lr` and
+    `outlier_lr`/4 beside it. SGD: sizes `sgd_n`, targets `sgd_eps`, step `sgd_lr`,
     `sgd_max_epochs`, `sgd_exponent_tol`. Digits: pairs `digits`, e.g. ((0, 1), (3, 5))
     (default empty: skipped, they take minutes),
     `digits_t1`, `digits_frac_tol`.
@@ -55,6 +57,7 @@ class Config:
     small_init: float = 1e-4
     large_init: float = 1.0
     beta: float = 0.0
+    kink_cos: float = 1e-6
     r_rel_tol: float = 0.01
     frac_tol: float = 0.02
     large_factor: float = 10.0

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ... import _flags as fl
+from ..._checks import Reference
 from ..._flags import Flag
 from ..._sweep import grid_type
 from ..base import AbstractExperiment, OutputDir, Report, Simulated, write_results_json
@@ -34,10 +35,12 @@ from .checks import (
     check_clustering,
     check_digits,
     check_outlier,
+    check_outlier_gd,
     check_par_prediction,
     check_par_share,
     check_sgd,
     check_smoothed_margin,
+    check_smoothing,
     check_theorem51,
     check_theorem51_runs,
 )
@@ -45,7 +48,15 @@ from .config import FILES, MAX_INIT, NAME, Config, default_config
 from .data import symmetric_gaussians
 from .figures import plot_boundaries, plot_clustering, plot_outlier, plot_par, plot_sgd
 from .observables import teacher_observables
-from .runs import par_prediction, run_digits, run_flow, run_outlier, run_sgd
+from .runs import (
+    par_prediction,
+    run_digits,
+    run_flow,
+    run_outlier,
+    run_outlier_gd,
+    run_sgd,
+    smoothing_crosscheck,
+)
 
 # ---------------------------------------------------------------------------------------
 # Entry point of `flows check linear-teacher`
@@ -67,7 +78,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     say("Theorem 5.1 property test done")
 
     data = symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
-    obs_kwargs = {"beta": cfg.beta}
+    obs_kwargs = {"beta": cfg.beta, "kink_cos": cfg.kink_cos}
     obs = teacher_observables(teacher=data.teacher, **obs_kwargs)
     small = run_flow(cfg, data, cfg.small_init, obs)
     say(f"small-init flow to t = {cfg.t1:g}: {small.stats['steps']} steps")
@@ -97,8 +108,16 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     }
 
     outlier, odata = run_outlier(cfg, obs_kwargs)
-    say("outlier run (gradient descent) done")
-    checks.append(check_outlier(outlier, odata))
+    say(f"outlier run (exact flow): {outlier.stats['sliding_entries']} sliding entries")
+    checks.append(check_outlier(outlier, odata, cfg.kink_cos))
+    checks.append(
+        check_outlier_gd(cfg, lambda eta: run_outlier_gd(cfg, obs_kwargs, eta), cfg.kink_cos)
+    )
+    say("outlier by gradient descent at η and η/4 done")
+    cc = smoothing_crosscheck(cfg, data)
+    checks.append(check_smoothing(cc))
+    extra["smoothing_crosscheck"] = cc
+    say("smoothing cross-check done")
 
     rows = run_sgd(cfg)
     checks += check_sgd(rows, cfg)
@@ -117,7 +136,8 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         "large init": large,
         **{f"digits {k}": v for k, v in digit_runs.items()},
     }
-    checks.insert(2, check_theorem51_runs({**runs, "outlier (GD)": outlier}, cfg.slope))
+    checks.insert(2, check_theorem51_runs({**runs, "outlier (exact flow)": outlier}, cfg.slope))
+    checks = EXPERIMENT.annotate(checks, cfg)
 
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
@@ -127,7 +147,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
             {
                 "symmetric, small init": small,
                 "symmetric, large init": large,
-                "outlier (GD)": outlier,
+                "outlier (exact flow)": outlier,
             },
             sol,
             small,
@@ -152,7 +172,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
                     )
                 },
             }
-            for k, v in {**runs, "outlier (GD)": outlier}.items()
+            for k, v in {**runs, "outlier (exact flow)": outlier}.items()
         }
         extra["separability"] = {
             "symmetric": data.separability.to_dict(),
@@ -173,6 +193,81 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
 # ---------------------------------------------------------------------------------------
 # The plug-in: `flows check|simulate linear-teacher`
 
+#: Where each claim stands in the paper (keys: claims or parts of claims; see
+#: `flows._checks.annotate`); results and sections come from each check's source.
+REFERENCES = {
+    "sign N_W(x)": Reference(
+        statement="For a leaky-ReLU ±v network whose neurons are clustered (radius r around "
+        "w̄ and ū), the network's sign equals the sign of the linear predictor (w̄ − ū)·x "
+        "wherever |(w̄ − ū)·x| ≥ 2r‖x‖.",
+        figure="boundary.png",
+    ),
+    "fails for ReLU": Reference(
+        statement="The leaky slope is needed: for ReLU (α = 0) the statement of Theorem 5.1 "
+        "has counterexamples."
+    ),
+    "holds on the learned networks": Reference(
+        statement="Theorem 5.1's conclusion, tested on the networks the flow (and GD) "
+        "actually learns.",
+        figure="boundary.png",
+    ),
+    "energy identity": Reference(
+        statement="Along an exact gradient flow L(0) − L(t) = ∫₀ᵗ ‖∇L‖² ds: the toolkit's "
+        "accuracy certificate of the solve (not a claim of the paper)."
+    ),
+    "loss non-increasing": Reference(
+        statement="Gradient flow never increases the loss (accuracy certificate)."
+    ),
+    "smoothed margin": Reference(
+        statement="Once the loss is small (Σℓ < log 2) the smoothed margin γ̃ of a "
+        "homogeneous net is non-decreasing along gradient flow (Lyu & Li).",
+        figure="clustering.png",
+    ),
+    "r/‖w̄ − ū‖ → 0": Reference(
+        statement="From a small initialization the neurons cluster: the cluster radius "
+        "relative to ‖w̄ − ū‖ tends to 0 and the network becomes linear on the data.",
+        figure="clustering.png",
+    ),
+    "visibly less clustering": Reference(
+        statement="The small initialization is needed: from a large one the neurons "
+        "cluster visibly less.",
+        figure="clustering.png",
+    ),
+    "PAR max-margin": Reference(
+        statement="The learned directions and decision boundary are those of the "
+        "max-margin problem restricted to the positive-activation region (PAR).",
+        figure="par.png",
+    ),
+    "every neuron enters the PAR": Reference(
+        statement="On symmetric Gaussian classes every neuron ends in the PAR.",
+        figure="par.png",
+    ),
+    "outlier data": Reference(
+        statement="With one positive outlier the neurons of each type still agree (a "
+        "neuron-agreement region, NAR) but not all of them enter the PAR.",
+        figure="outlier.png",
+    ),
+    "ε → 0 limit of the smoothed flows": Reference(
+        statement="Toolkit cross-check (not a claim of the paper): the exact flow through "
+        "the kinks (Filippov solution, sliding where both sides push into a kink) is the "
+        "limit of the flows of smoothed activations σ_ε as ε → 0."
+    ),
+    "SGD (epochs without replacement)": Reference(
+        statement="SGD with epochs without replacement reaches loss ε on linearly "
+        "separable data within the theorem's number of updates.",
+        figure="sgd.png",
+    ),
+    "updates to ε grow": Reference(
+        statement="The number of SGD updates needed to reach loss ε grows at most like 1/ε².",
+        figure="sgd.png",
+    ),
+    "digits": Reference(
+        statement="On digit pairs of scikit-learn's digits the neurons cluster and few "
+        "train/test points remain outside the linear region (the paper's Fig. 2).",
+        figure="clustering.png",
+    ),
+}
+
 
 class LinearTeacherExperiment(AbstractExperiment):
     """Leaky-ReLU ±v nets on linearly separable data (the linear-teacher paper)."""
@@ -180,6 +275,7 @@ class LinearTeacherExperiment(AbstractExperiment):
     name = NAME
     title = "Towards Understanding Learning in Neural Networks with Linear Teachers"
     files = FILES
+    references = REFERENCES
     simulate_flags = (
         Flag("k", "neurons per type (default 10)", fl.count("--k")),
         Flag("init", f"init scale in (0, {MAX_INIT:g}] (default 1e-4)", fl.positive("--init")),

@@ -45,21 +45,34 @@ def _max_angle(w):
     return jnp.max(jnp.arccos(cos))
 
 
-def _max_disagree(p):
-    """Largest number of points on which two neurons (columns of p = x·w) disagree in sign."""
-    s = (p > 0).astype(jnp.float64)  # (n, k)
-    # disagreements between neurons a, b: Σ_i s_ia (1 − s_ib) + (1 − s_ia) s_ib
-    dis = s.T @ (1.0 - s) + (1.0 - s).T @ s
+def _max_disagree(p, off):
+    """Largest number of points on which two neurons (columns of p = x·w) disagree in sign,
+    not counting the points where either sits on its kink (`off`, same shape as p)."""
+    pos = ((p > 0) & ~off).astype(jnp.float64)  # (n, k)
+    neg = ((p < 0) & ~off).astype(jnp.float64)
+    # disagreements between neurons a, b: Σ_i pos_ia neg_ib + neg_ia pos_ib
+    dis = pos.T @ neg + neg.T @ pos
     return jnp.max(dis)
 
 
-def teacher_observables(*, beta: float = 0.0, x_test=None, y_test=None, teacher=None):
+def nar_margin(c):
+    """β* = min_i max(min_l c_il, −max_l c_il) for cosines c = ŵ^(l)·x̂_i (n, k): the largest β
+    for which one sign per point puts every neuron of the type at ≥ β (the NAR margin,
+    continuous; ≤ 0 when two neurons disagree on a point or one sits on its kink)."""
+    return jnp.min(jnp.maximum(jnp.min(c, axis=1), -jnp.max(c, axis=1)))
+
+
+def teacher_observables(
+    *, beta: float = 0.0, x_test=None, y_test=None, teacher=None, kink_cos: float = 1e-6
+):
     """Observables of the linear-teacher paper (§4–§6), for a `LeakyReLUNet` problem.
 
     **Arguments:**
     - `beta`: the β of the NAR / PAR tests (≥ 0), applied to normalized neurons ŵ^(l).
     - `x_test`, `y_test`: optional test set for the test linear-region fraction and accuracy.
     - `teacher`: optional teacher direction w* (in feature space) for the teacher cosine.
+    - `kink_cos`: a neuron is *on the kink* of point i when |ŵ·x̂_i| ≤ `kink_cos` (the
+      exact flow can keep it there: Filippov sliding); such pairs are counted apart.
 
     **Returns:** a function (problem, θ, t) → dict with
     - `w_bar`, `u_bar` (d′,), `r`, `r_rel` = r/‖w̄ − ū‖ (Theorem 5.1 and App. D.3),
@@ -73,7 +86,10 @@ def teacher_observables(*, beta: float = 0.0, x_test=None, y_test=None, teacher=
       `par_share`, `par_share_w`, `par_share_u`: share of neurons that classify like y
       (w neurons) or like −y (u neurons) on every training point (App. I);
       `max_disagree`: the largest number of points on which two neurons of one type
-      disagree (App. J);
+      disagree (App. J), on-kink pairs not counted; `on_kink_w`, `on_kink_u`: pairs
+      (neuron, point) on the kink; `nar_margin` = min(β*_w, β*_u), β* the continuous NAR
+      margin of a type (`nar_margin`, in cosines ŵ·x̂); `par_share_kink`: share of neurons
+      that would be in the PAR but for points on their kink;
     - `margin`: normalized margin γ = min_i y_i N(x_i)/‖W‖; `smoothed_margin`:
       γ̃ = −log(exp(L_sum) − 1)/‖W‖, L_sum = Σ_i ℓ(y_i N(x_i)); **NaN while
       L_sum ≥ log 2**, where γ̃ is undefined or ≤ 0 (Assumption 6.1 not yet met);
@@ -102,11 +118,17 @@ def teacher_observables(*, beta: float = 0.0, x_test=None, y_test=None, teacher=
         wn = jnp.maximum(jnp.linalg.norm(w, axis=1), 1e-300)
         un = jnp.maximum(jnp.linalg.norm(u, axis=1), 1e-300)
         pwh, puh = pw / wn, pu / un
+        xn = jnp.maximum(jnp.linalg.norm(z, axis=1), 1e-300)[:, None]
+        cw, cu = pwh / xn, puh / xn  # cosines ŵ·x̂
+        kw, ku = jnp.abs(cw) <= kink_cos, jnp.abs(cu) <= kink_cos
         # NAR(β): per point, all neurons of a type on one side with margin β
         nar_w = jnp.all((jnp.min(pwh, axis=1) >= beta) | (jnp.max(pwh, axis=1) <= -beta))
         nar_u = jnp.all((jnp.min(puh, axis=1) >= beta) | (jnp.max(puh, axis=1) <= -beta))
         par_w_neuron = jnp.all(y[:, None] * pwh >= beta, axis=0) & jnp.all(y[:, None] * pw > 0, 0)
         par_u_neuron = jnp.all(-y[:, None] * puh >= beta, axis=0) & jnp.all(-y[:, None] * pu > 0, 0)
+        # would be in the PAR if the on-kink points were not counted
+        par_w_kink = ~par_w_neuron & jnp.all((y[:, None] * pw > 0) | kw, 0) & jnp.any(kw, 0)
+        par_u_kink = ~par_u_neuron & jnp.all((-y[:, None] * pu > 0) | ku, 0) & jnp.any(ku, 0)
         q = y * f
         l_sum = jnp.sum(jnp.logaddexp(0.0, -q))
         norm_w = jnp.sqrt(jnp.sum(w * w) + jnp.sum(u * u))
@@ -132,7 +154,12 @@ def teacher_observables(*, beta: float = 0.0, x_test=None, y_test=None, teacher=
                 jnp.mean(par_w_neuron.astype(jnp.float64))
                 + jnp.mean(par_u_neuron.astype(jnp.float64))
             ),
-            "max_disagree": jnp.maximum(_max_disagree(pw), _max_disagree(pu)),
+            "max_disagree": jnp.maximum(_max_disagree(pw, kw), _max_disagree(pu, ku)),
+            "on_kink_w": jnp.sum(kw).astype(jnp.float64),
+            "on_kink_u": jnp.sum(ku).astype(jnp.float64),
+            "nar_margin": jnp.minimum(nar_margin(cw), nar_margin(cu)),
+            "par_share_kink": 0.5
+            * (jnp.mean(par_w_kink.astype(jnp.float64)) + jnp.mean(par_u_kink.astype(jnp.float64))),
             "margin": jnp.min(q) / norm_w,
             "smoothed_margin": gamma_s,
             "l_sum": l_sum,

@@ -15,6 +15,7 @@ from ..._baselines import gradient_descent, sgd_to_epsilon
 from ..._clocks import log_save_times
 from ..._errors import ConfigError
 from ..._losses import logistic
+from ..._nonsmooth import simulate_nonsmooth
 from ..._problem import make_problem
 from ..._simulate import simulate
 from ..._trajectory import Trajectory
@@ -102,7 +103,8 @@ def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) ->
         _model(cfg, data.train.d, init), data.train, key=cfg.seed, loss_fn=logistic
     )
     t1 = cfg.t1 if t1 is None else t1
-    traj = simulate(
+    # the exact piecewise-smooth flow: switches located, Filippov sliding on kinks
+    traj = simulate_nonsmooth(
         problem,
         t1=t1,
         ts=log_save_times(t1, cfg.n_save, first=0.1),
@@ -129,20 +131,75 @@ def par_prediction(traj: Trajectory, data, cfg: Config) -> tuple[mm.ParSolution,
 # Outlier (App. J), SGD (Thm 4.1), digits (Fig. 2)
 
 
+def outlier_data(cfg: Config) -> SeparableData:
+    return antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier))
+
+
 def run_outlier(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, SeparableData]:
-    data = antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier))
+    """The outlier data (App. J) by the exact flow (loss clock to `outlier_t1`)."""
+    data = outlier_data(cfg)
     problem = make_problem(
         _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
     )
-    traj = gradient_descent(
+    traj = simulate_nonsmooth(
         problem,
-        learning_rate=cfg.outlier_lr,
+        t1=cfg.outlier_t1,
+        ts=log_save_times(cfg.outlier_t1, 41, first=0.1),
+        clock="loss",
+        rtol=cfg.rtol,
+        atol=cfg.atol,
+        observables=teacher_observables(**obs_kwargs),
+        save_params="ends",
+    )
+    traj.config["experiment"] = {"name": NAME, "part": "outlier", "data": data.name}
+    return traj, data
+
+
+def run_outlier_gd(cfg: Config, obs_kwargs: dict, learning_rate: float) -> Trajectory:
+    """The outlier data by gradient descent (the paper's method) at `learning_rate`."""
+    data = outlier_data(cfg)
+    problem = make_problem(
+        _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
+    )
+    return gradient_descent(
+        problem,
+        learning_rate=learning_rate,
         t1=cfg.outlier_t1,
         n_save=41,
         observables=teacher_observables(**obs_kwargs),
         save_params="ends",
     )
-    return traj, data
+
+
+def smoothing_crosscheck(cfg: Config, data, t1: float = 20.0) -> dict:
+    """The exact flow (large init, to `t1`) against flows of the smoothed activation
+    σ_ε(z) = αz + (1 − α) ε softplus(z/ε), ε = 1e-3, 1e-4, 1e-5 (Tsit5, rtol 1e-10):
+    max |θ_ε − θ| / max|θ| at t1 per ε, and the exact run's kink counts."""
+
+    def problem(eps):
+        model = LeakyReLUNet(
+            k=cfg.k,
+            d=data.train.d,
+            slope=cfg.slope,
+            v=cfg.v,
+            init_scale=cfg.large_init,
+            smoothing=eps,
+        )
+        return make_problem(model, data.train, key=cfg.seed, loss_fn=logistic)
+
+    exact = simulate_nonsmooth(problem(0.0), t1=t1, n_save=5, rtol=1e-10, atol=1e-13)
+    th = np.concatenate([exact.params[k][-1].ravel() for k in ("w", "u")])
+    errs = {}
+    for eps in (1e-3, 1e-4, 1e-5):
+        tr = simulate(problem(eps), t1=t1, n_save=5, rtol=1e-10, atol=1e-13)
+        th_e = np.concatenate([tr.params[k][-1].ravel() for k in ("w", "u")])
+        errs[eps] = float(np.max(np.abs(th_e - th)) / np.max(np.abs(th)))
+    return {
+        "t1": t1,
+        "errors": errs,
+        "crossings": exact.stats["crossings"],
+        "sliding_entries": exact.stats["sliding_entries"],
+    }
 
 
 def run_sgd(cfg: Config) -> list[dict]:

@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ... import _flags as fl
 from ..._baselines import gradient_descent
+from ..._checks import Check, Reference, Trend
 from ..._data import TARGETS
 from ..._flags import Flag
 from ..._problem import make_problem
@@ -76,7 +79,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         )
     rows = descent_time_sweep(cfg)
     sweep_checks, fits = check_sweep(rows, cfg)
-    checks = checks + sweep_checks
+    checks = EXPERIMENT.annotate(checks + sweep_checks, cfg)
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
         title = f"m = {cfg.m}, α = {cfg.alpha}, {cfg.target}, {cfg.data} data"
@@ -110,6 +113,109 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
 # The plug-in: `flows check|simulate|sweep multistage`
 
 
+#: Where each claim stands in the paper (keys: claims or parts of claims; see
+#: `flows._checks.annotate`); theorem and equation numbers come from each check's source.
+REFERENCES = {
+    "energy identity": Reference(
+        statement="Along an exact gradient flow L(0) − L(t) = ∫₀ᵗ ‖∇L‖² ds: the toolkit's "
+        "accuracy certificate of the solve (not a claim of the paper)."
+    ),
+    "loss non-increasing": Reference(
+        statement="Gradient flow never increases the loss (accuracy certificate)."
+    ),
+    "T_p ≤ T₁": Reference(
+        statement="From small initialization the flow is tracked by its linearization up to "
+        "the end of the initial plateau T_p.",
+        figure="stages.png",
+    ),
+    "plateau: |R(T_p)": Reference(
+        statement="On the initial plateau the loss barely moves: its average rate of change "
+        "up to T_p is of order 1/(m^{2α₁−1} ln m).",
+        figure="stages.png",
+    ),
+    "max_{k,i≥2}": Reference(
+        statement="At T_p the input-weight components orthogonal to the data direction are "
+        "still small."
+    ),
+    "K/K′": Reference(
+        statement="At the end of the plateau the ratio K/K′ approaches 1/2.", figure="K.png"
+    ),
+    "Σa² / Σ(w¹)²": Reference(
+        statement="At T_p the output weights balance the first input-weight component: "
+        "Σa² / Σ(w¹)² → 1.",
+        figure="K.png",
+    ),
+    "condensation": Reference(
+        statement="At T_p the input weights condense onto the first coordinate: Σ(w¹)²/Σ‖w‖² → 1."
+    ),
+    "logistic law": Reference(
+        statement="Between T_p and T_d the normalized K̂(t) follows a logistic law.",
+        figure="K.png",
+    ),
+    "T_d / ln m": Reference(
+        statement="The descent time grows like (2α−1)/2 · ln m.", figure="descent_time.png"
+    ),
+    "descent/plateau average decay rate": Reference(
+        statement="The loss decays faster in the descent than on the plateau, by a factor "
+        "of order m^{2α₁−1}.",
+        figure="stages.png",
+    ),
+    "q_max(T_d)": Reference(
+        statement="At the descent time T_d the largest orthogonal weight component q_max is "
+        "at most m^{-(1/2 − (2α−1)δ′)}."
+    ),
+    "β-relative critical point": Reference(
+        statement="At T_d the parameters are a β-relative critical point: ‖∇R‖_∞ ≤ β‖θ‖_∞."
+    ),
+    "relative W₂": Reference(
+        statement="The distributions of |a| and ‖w‖ over neurons approach each other between "
+        "T_p and T_d (relative Wasserstein-2 distance falls)."
+    ),
+    "|K̂ − 1| ≤ 2β": Reference(
+        statement="On the secondary plateau [T_d, T_sp] K̂ stays within 2β of 1.",
+        figure="K.png",
+    ),
+    "secondary-plateau / descent": Reference(
+        statement="On the secondary plateau the loss is nearly flat compared with the descent.",
+        figure="stages.png",
+    ),
+    "slope of T_d vs ln m": Reference(
+        statement="At fixed α the descent time T_d grows linearly in ln m with slope (2α−1)/2.",
+        figure="descent_time.png",
+    ),
+    "slope of T_d vs α": Reference(
+        statement="At fixed m the descent time T_d grows linearly in α with slope ln m.",
+        figure="descent_time.png",
+    ),
+}
+
+
+def descent_trend(check: Check, cfg: Config) -> Trend | None:
+    """The seed-mean descent times of a slope check against ln m (or α), with the
+    predicted slope drawn through their mean."""
+    means = check.values.get("T_d_means")
+    slope = check.values.get("predicted")
+    if not isinstance(means, list) or not isinstance(slope, float):
+        return None
+    if check.claim.startswith("slope of T_d vs ln m"):
+        x, label = [float(np.log(m)) for m in cfg.sweep_m], "ln m"
+    elif check.claim.startswith("slope of T_d vs α"):
+        x, label = [float(a) for a in cfg.sweep_alpha], "α"
+    else:
+        return None
+    if len(x) != len(means) or not all(isinstance(v, float) for v in means):
+        return None
+    mx, my = float(np.mean(x)), float(np.mean(means))
+    return Trend(
+        x_label=label,
+        y_label="T_d (seed mean)",
+        x=tuple(x),
+        y=tuple(means),
+        predicted=tuple(my + slope * (v - mx) for v in x),
+        note=f"predicted: slope {slope:.4g} through the mean of the measured points",
+    )
+
+
 def _solver_names() -> tuple[str, ...]:
     return ("auto", *sorted(SOLVERS))
 
@@ -120,6 +226,7 @@ class MultistageExperiment(AbstractExperiment):
     name = NAME
     title = "Analyzing Multi-Stage Loss Curves: Plateau and Descent Mechanisms in Neural Networks"
     files = FILES
+    references = REFERENCES
     simulate_flags = (
         Flag("m", "width (default 1000)", fl.count("--m")),
         Flag("alpha", "init exponent α (default 1)", fl.real("--alpha")),
@@ -212,6 +319,9 @@ class MultistageExperiment(AbstractExperiment):
 
     def default_config(self, quick: bool = False) -> Config:
         return default_config(quick)
+
+    def trend(self, check: Check, cfg) -> Trend | None:
+        return descent_trend(check, cfg) if isinstance(cfg, Config) else None
 
     def run(self, cfg: Config, out: Path, *, progress: bool = True) -> Report:
         return run(cfg, out, progress=progress)

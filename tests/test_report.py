@@ -1,0 +1,489 @@
+"""`report.html` and `index.html` (`flows._report`) and the terminal forms of the check
+table (`flows._checks.format_checks`, `flows check --format/--width`).
+
+Fast: the experiments' runs are replaced by one that writes small, real outputs (a PNG,
+a netCDF trajectory, results.json) through `OutputDir`, as a run does; one tiny
+`flows simulate` checks the simulate report end to end.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flows import _cli
+from flows._checks import (
+    FORMATS,
+    Check,
+    Reference,
+    Trend,
+    annotate,
+    display_width,
+    format_checks,
+    format_table,
+    parse_source,
+)
+from flows._io import INDEX_NAME, MANIFEST, REPORT_NAME, OutputDir
+from flows._report import PNG_SIGNATURE, Curve, experiment_report, index_report
+from flows.experiments import EXPERIMENTS
+from flows.experiments.base import Report, write_report
+
+# ---------------------------------------------------------------------------------------
+# Fixtures: checks of every kind, and a fake run that writes real outputs
+
+
+def _checks() -> list[Check]:
+    return [
+        Check.compare(
+            "energy identity L(0) − L(t) = ∫‖∇L‖² along the solve",
+            "gradient flow",
+            holds=True,
+            predicted="residual ≤ 100·rtol·L(0) = 2.40e-04",
+            measured="max residual 5.63e-06",
+            values={"max_residual": 5.6e-6, "tolerance": 2.4e-4},
+        ),
+        Check.compare(
+            "plateau: |R(T_p) − R(0)| / T_p ≲ 1/(m^{2α₁−1} ln m) <script>alert(1)</script>",
+            "paper Thm 1 (29)",
+            holds=False,
+            predicted="≤ 10 × 0.00166",
+            measured="0.0131 (ratio 7.88) & more",
+            reason="loss in units of ‖b‖²/s²; '≲' read with C = 10",
+            values={"rate": 0.0131, "bound": float("nan"), "list": [1.0, 2.0]},
+        ),
+        Check.not_applicable(
+            "condensation Σ(w¹)²/Σ‖w‖² → 1 at T_p; K̂(t) and q̂_max",
+            "paper Cor 2",
+            "the run ends at τ = 3 before T_p = 5; increase t1",
+        ),
+        dataclasses.replace(
+            Check.compare(
+                "slope of T_d vs ln m = (2α−1)/2 at α = 1.0",
+                "paper Thm 2 (3)",
+                holds=True,
+                predicted="0.5 ± 15%",
+                measured="0.504 (m = [250, 1000, 4000], 2 seeds)",
+                values={"slope": 0.504, "predicted": 0.5, "T_d_means": [4.19, 4.89, 5.59]},
+            ),
+            trend=Trend(
+                "ln m", "T_d", (5.52, 6.91, 8.29), (4.19, 4.89, 5.59), predicted=(4.2, 4.9, 5.6)
+            ),
+        ),
+    ]
+
+
+def _png(path: Path) -> None:
+    from flows.experiments.base import new_figure
+
+    fig, ax = new_figure(figsize=(2, 1.5))
+    ax.plot([0, 1, 2], [2, 1, 0.5])
+    fig.savefig(path, dpi=40)
+
+
+def _trajectory(path: Path) -> None:
+    import xarray as xr
+
+    t = np.linspace(0.0, 10.0, 3001)  # longer than a report embeds: thinned
+    ds = xr.Dataset({"loss": (("time",), np.exp(-t) + 0.1)}, coords={"time": t})
+    ds.to_netcdf(path)
+
+
+def fake_run(exp, checks):
+    """A stand-in for `exp.run`: real figures, trajectories and results.json, written
+    through `OutputDir` like a run."""
+
+    def run(cfg, out, **kw):
+        od = OutputDir(Path(out) / exp.name, exp.files, exp.name)
+        for n in exp.files:
+            if n.endswith(".png"):
+                _png(od.path(n))
+            elif n.endswith(".nc"):
+                _trajectory(od.path(n))
+        ann = exp.annotate(checks, cfg)
+        stats = {
+            "result": "successful",
+            "steps": 12,
+            "vf_evals": 80,
+            "wall_s": 0.5,
+            "certificate": {"max_residual": 1e-7, "max_rise": 0.0, "bound": 1e-5, "ok": True},
+        }
+        payload = {
+            "experiment": exp.name,
+            "config": {"m": 5, "rtol": 1e-6},
+            "versions": {"flows-theory": "0", "jax": "0"},
+            "checks": [c.to_dict() for c in ann],
+            "solver": {"name": "tsit5", "rtol": 1e-6, "atol": 1e-9},
+            "main_run_stats": stats,
+            "wall_s": 1.5,
+        }
+        od.path("results.json").write_text(json.dumps(payload, default=str))
+        return Report(exp.name, ann, od.commit(), {})
+
+    return run
+
+
+@pytest.fixture
+def fake_runs(monkeypatch):
+    checks = _checks()
+    for exp in EXPERIMENTS.values():
+        monkeypatch.setattr(exp, "run", fake_run(exp, checks))
+    return checks
+
+
+# ---------------------------------------------------------------------------------------
+# HTML helpers
+
+
+class _Page(HTMLParser):
+    """Parses a page; collects the visible text (outside script/style), the attributes of
+    every tag, the script blocks, and checks that elements nest properly."""
+
+    VOID = {"meta", "img", "br", "hr", "input", "link", "source", "wbr", "col", "area"}
+    SVG_EMPTY = {"rect", "line", "path", "circle", "polyline", "polygon"}
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self._in: str | None = None
+        self.feed(text)
+        self.close()
+        assert self.stack == [], f"unclosed elements: {self.stack}"
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag in ("script", "style"):
+            self._in = tag
+            self.scripts.append((a, "")) if tag == "script" else None
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-3:]}"
+        self.stack.pop()
+        if tag in ("script", "style"):
+            self._in = None
+
+    def handle_data(self, data):
+        if self._in == "script":
+            a, d = self.scripts[-1]
+            self.scripts[-1] = (a, d + data)
+        elif self._in is None:
+            self.text.append(data)
+
+    @property
+    def visible(self) -> str:
+        return " ".join(" ".join(self.text).split())
+
+
+def _flat(s: str) -> str:
+    return " ".join(s.split())
+
+
+def assert_self_contained(page: str) -> _Page:
+    parsed = _Page(page)
+    low = page.lower()
+    assert "http://" not in low and "https://" not in low
+    assert not re.search(r"""(src|href)\s*=\s*["']?//""", low)
+    assert "<link" not in low and "@import" not in low and "url(" not in low
+    for tag, attrs in parsed.tags:
+        if "src" in attrs:
+            assert attrs["src"].startswith("data:image/png;base64,"), (tag, attrs["src"][:40])
+        if "href" in attrs:
+            href = attrs["href"]
+            assert href.startswith("#") or not re.match(r"^[a-z]+:|^//", href), href
+        if tag == "script":
+            assert "src" not in attrs  # inline only
+    return parsed
+
+
+def images(parsed: _Page) -> list[bytes]:
+    return [
+        base64.b64decode(a["src"].split(",", 1)[1], validate=True)
+        for tag, a in parsed.tags
+        if tag == "img"
+    ]
+
+
+def assert_claims_present(parsed: _Page, page: str, checks) -> None:
+    text = parsed.visible
+    for c in checks:
+        for part in (c.claim, c.predicted, c.measured, c.verdict, c.reason, c.source):
+            assert _flat(part) in text, part
+    # the text table itself, row by row (in its <pre>)
+    (pre,) = re.findall(r"<pre>(.*?)</pre>", page, flags=re.S)
+    rows = html.unescape(pre).splitlines()
+    for line in format_table(checks, None, layout="wide").splitlines():
+        assert line in rows, line
+
+
+def without_scripts(page: str) -> str:
+    return re.sub(r"<script\b.*?</script>", "", page, flags=re.S)
+
+
+# ---------------------------------------------------------------------------------------
+# report.html of `flows check`
+
+
+def test_experiment_report_is_self_contained_and_complete(tmp_path):
+    checks = annotate(
+        _checks(),
+        {"plateau": Reference(section="§3", statement="The loss barely moves.", figure="a.png")},
+        paper="A Paper",
+    )
+    _png(tmp_path / "a.png")
+    _png(tmp_path / "b.png")
+    page = experiment_report(
+        name="paper",
+        title="A Paper",
+        checks=checks,
+        results={"config": {"m": 5}, "versions": {"jax": "0"}, "wall_s": 2.0,
+                 "runs": {"main": {"result": "successful", "steps": 3, "vf_evals": 18,
+                                   "certificate": {"max_residual": 1e-8, "ok": True}}}},
+        figures={
+            "a.png": (tmp_path / "a.png").read_bytes(),
+            "b.png": (tmp_path / "b.png").read_bytes(),
+            "not-a.png": b"junk",
+        },
+        curves=[Curve("main", [0.0, 1.0, 2.0], [1.0, 0.5, 0.25])],
+        mode="quick",
+        command=["flows", "check", "paper"],
+    )  # fmt: skip
+    parsed = assert_self_contained(page)
+    assert_claims_present(parsed, page, checks)
+    assert "<script>alert(1)</script>" not in page  # claims are escaped
+    imgs = images(parsed)
+    assert len(imgs) == 2  # each figure once; the junk one left out
+    import matplotlib.image as mpimg
+
+    for data in imgs:
+        assert data.startswith(PNG_SIGNATURE)
+        assert mpimg.imread(io.BytesIO(data), format="png").ndim == 3
+    text = parsed.visible
+    # paper metadata per claim: title, section, theorem, equation, statement
+    assert "A Paper, §3, Theorem 1, eq. (29)" in text and "The loss barely moves." in text
+    assert "Corollary 2" in text
+    # the trend, provenance and the zoomable curve's data
+    assert "Finite-size trend" in text and "ln m" in text
+    for word in ("Provenance", "git revision", "wall time", "Library versions", "tsit5"[:0]):
+        assert word in text
+    assert "vf_evals" in text and "certificate max_residual" in text
+    data = [json.loads(d) for a, d in parsed.scripts if a.get("type") == "application/json"]
+    assert data and data[0]["series"][0]["y"] == [1.0, 0.5, 0.25]
+
+
+def test_report_reads_with_scripts_off():
+    """Everything is in the HTML itself: removing every script loses no claim, value,
+    figure or chart (the charts are inline SVG drawn by Python)."""
+    checks = _checks()
+    page = experiment_report(
+        name="p",
+        title="T",
+        checks=checks,
+        curves=[Curve("main", np.linspace(0, 1, 5000), np.exp(-np.linspace(0, 1, 5000)))],
+    )
+    bare = without_scripts(page)
+    parsed = assert_self_contained(bare)
+    assert_claims_present(parsed, bare, checks)
+    assert bare.count("<svg") >= 2  # the loss curve and the trend
+    assert "<path" in bare
+    full = _Page(page)
+    (code,) = [d for a, d in full.scripts if not a.get("type")]
+    assert "innerHTML" in code  # the script only redraws the chart it finds
+    (data,) = [json.loads(d) for a, d in full.scripts if a.get("type") == "application/json"]
+    assert len(data["series"][0]["x"]) <= 1500  # long curves are thinned
+
+
+def test_check_writes_reports_and_index(tmp_path, fake_runs, capsys):
+    code = _cli.main(["check", "all", "--quick", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1  # one of the fake checks fails
+    index = (tmp_path / INDEX_NAME).read_text()
+    parsed = assert_self_contained(index)
+    links = [a["href"] for t, a in parsed.tags if t == "a" and "href" in a]
+    for name, exp in EXPERIMENTS.items():
+        assert f"{name}/{REPORT_NAME}" in links
+        folder = tmp_path / name
+        page = (folder / REPORT_NAME).read_text()
+        parsed = assert_self_contained(page)
+        checks = exp.annotate(fake_runs, exp.default_config(quick=True))
+        assert_claims_present(parsed, page, checks)
+        assert exp.title in parsed.visible
+        pngs = [n for n in exp.files if n.endswith(".png")]
+        assert len(images(parsed)) == len(pngs)
+        owned = json.loads((folder / MANIFEST).read_text())["files"]
+        assert REPORT_NAME in owned and set(exp.files) <= set(owned)
+        assert "main run" in page  # the loss curve read back from trajectory.nc
+        assert str(folder / REPORT_NAME) in out
+    assert json.loads((tmp_path / MANIFEST).read_text())["files"] == [INDEX_NAME]
+    assert "[4/4]" in out and "all done" in out  # a progress line per finished experiment
+    # a second run replaces its own reports and index
+    assert _cli.main(["check", "all", "--quick", "--out", str(tmp_path)]) == 1
+    assert "the last run in this folder took" in capsys.readouterr().out
+
+
+def test_a_users_report_is_never_overwritten(tmp_path, fake_runs, capsys):
+    name = "multistage"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / REPORT_NAME).write_text("mine")
+    assert _cli.main(["check", name, "--quick", "--out", str(tmp_path)]) == 2
+    assert REPORT_NAME in capsys.readouterr().err
+    assert (tmp_path / name / REPORT_NAME).read_text() == "mine"
+    assert not (tmp_path / name / "results.json").exists()  # refused before computing
+    (tmp_path / INDEX_NAME).write_text("mine too")
+    (tmp_path / name / REPORT_NAME).unlink()
+    assert _cli.main(["check", "all", "--quick", "--out", str(tmp_path)]) == 2
+    assert (tmp_path / INDEX_NAME).read_text() == "mine too"
+    # --no-report leaves both alone and still runs
+    assert _cli.main(["check", name, "--quick", "--no-report", "--out", str(tmp_path)]) == 1
+    assert not (tmp_path / name / REPORT_NAME).exists()
+
+
+def test_write_report_survives_unreadable_outputs(tmp_path):
+    """Outputs that are not what they claim (a PNG that is text, a broken trajectory):
+    the report is still written, with what can be read."""
+    exp = EXPERIMENTS["deep-linear"]
+    od = OutputDir(tmp_path / exp.name, exp.files, exp.name)
+    for n in exp.files:
+        od.path(n).write_text("x")
+    files = od.commit()
+    path = write_report(exp, Report(exp.name, _checks(), files, {}), tmp_path)
+    parsed = assert_self_contained(path.read_text())
+    assert images(parsed) == []
+
+
+def test_index_report_counts():
+    checks = _checks()
+    page = index_report(
+        [{"name": "a", "title": "A", "checks": checks, "report": "a/report.html", "wall_s": 3}]
+    )
+    parsed = assert_self_contained(page)
+    assert "Failing in a" in parsed.visible
+
+
+# ---------------------------------------------------------------------------------------
+# report.html of `flows simulate`
+
+
+def test_simulate_writes_a_short_report(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["simulate", "multistage", "--m", "20", "--n", "40", "--t1", "0.5", "--n-save", "9"]
+    assert _cli.main([*argv, "--out", str(out)]) == 0
+    page = (out / REPORT_NAME).read_text()
+    parsed = assert_self_contained(page)
+    text = parsed.visible
+    assert "flows simulate multistage" in text and "vf_evals" in text
+    assert "loss(t = 0.5)" in text and "certificate" in text
+    (data,) = [json.loads(d) for a, d in parsed.scripts if a.get("type") == "application/json"]
+    assert len(data["series"][0]["x"]) == 9
+    assert str(out / REPORT_NAME) in capsys.readouterr().out
+    # like trajectory.nc, it is replaced only with --overwrite
+    assert _cli.main([*argv, "--out", str(out)]) == 2
+    (out / "trajectory.nc").unlink()
+    assert _cli.main([*argv, "--out", str(out)]) == 2  # report.html still in the way
+    assert "--overwrite" in capsys.readouterr().err
+    assert _cli.main([*argv, "--out", str(out), "--overwrite"]) == 0
+
+
+# ---------------------------------------------------------------------------------------
+# Terminal output: wrapping, layouts, json
+
+
+@pytest.mark.parametrize("width", [20, 40, 60, 72, 80, 100, 140])
+@pytest.mark.parametrize("fmt", ["auto", "compact"])
+def test_tables_fit_the_width(width, fmt):
+    table = format_checks(_checks(), fmt, width)
+    lines = table.splitlines()
+    assert max(display_width(line) for line in lines) <= width, "\n" + table
+    flat = _flat(table)
+    for c in _checks():  # nothing is lost by wrapping (words may break only when too long)
+        for word in c.claim.split():
+            if len(word) <= min(12, width - 8):
+                assert word in flat
+
+
+def test_wide_keeps_fixed_columns():
+    table = format_checks(_checks(), "wide", 60)
+    assert table.splitlines()[0].startswith("claim" + " " * 41 + " | predicted")
+
+
+def test_json_format_is_valid_with_every_claim():
+    data = json.loads(format_checks(_checks(), "json"))
+    assert [d["claim"] for d in data] == [c.claim for c in _checks()]
+    assert data[1]["values"]["bound"] == "nan"  # strict JSON: no NaN literal
+
+
+def test_check_cli_json_and_width(tmp_path, fake_runs, capsys):
+    code = _cli.main(["check", "all", "--quick", "--format", "json", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)  # stdout is one JSON document; progress on stderr
+    assert code == 1 and payload["failed"] is True
+    assert [e["name"] for e in payload["experiments"]] == sorted(EXPERIMENTS)
+    for e in payload["experiments"]:
+        assert [c["claim"] for c in e["checks"]] == [c.claim for c in fake_runs]
+        assert e["report"] == f"{e['name']}/{REPORT_NAME}"
+        assert all("reference" in c for c in e["checks"])
+    assert "[4/4]" in captured.err
+    for width in (50, 90):
+        _cli.main(["check", "multistage", "--quick", "--width", str(width), "--out",
+                   str(tmp_path)])  # fmt: skip
+        out = capsys.readouterr().out
+        table = out.split(" ==\n", 1)[1].split("\nwrote:")[0]
+        assert max(display_width(line) for line in table.splitlines()) <= width, table
+
+
+def test_check_width_follows_the_terminal(tmp_path, fake_runs, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "64")
+    _cli.main(["check", "deep-linear", "--quick", "--out", str(tmp_path)])
+    table = capsys.readouterr().out.split(" ==\n", 1)[1].split("\nwrote:")[0]
+    assert max(display_width(line) for line in table.splitlines()) <= 64
+
+
+def test_formats_are_the_clis():
+    assert _cli.FORMATS == FORMATS
+
+
+def test_sweep_progress_lines_get_elapsed_and_estimate():
+    timer = _cli._SweepTimer()
+    assert timer.edit("[sweep] multistage: 4 grid points") == "[sweep] multistage: 4 grid points"
+    line = timer.edit("[2/4] m=100 α=1 T_d=3.1")
+    assert re.search(r"\(elapsed \d+s, about \d+s left\)$", line)
+    assert timer.edit("[4/4] m=400 α=1 T_d=4.0").endswith("last point)")
+
+
+def test_parse_source_and_annotate():
+    assert parse_source("multistage Thm 1 (27)") == {"equation": "(27)", "result": "Theorem 1"}
+    assert parse_source("linear teachers Thm 5.1, §5.1, App. D.3") == {
+        "section": "§5.1",
+        "result": "Theorem 5.1, Appendix D.3",
+    }
+    assert parse_source("multistage Cor 1, 4")["result"] == "Corollaries 1, 4"
+    (c,) = annotate([_checks()[0]], {}, paper="P")
+    assert c.reference is not None and c.reference.paper == ""  # the toolkit's own check
+    old = Check("c", "s", "p", "m", "holds")  # positional construction still works
+    assert old.reference is None and old.trend is None
+    assert "reference" in old.to_dict()
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_every_experiment_declares_its_report(name):
+    exp = EXPERIMENTS[name]
+    assert exp.outputs.count(REPORT_NAME) == 1 and set(exp.files) <= set(exp.outputs)
+    for key, ref in exp.references.items():
+        assert key and (ref.statement or ref.section)
+        assert not ref.figure or ref.figure in exp.files, ref.figure
