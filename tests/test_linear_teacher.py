@@ -264,10 +264,17 @@ def test_clustering_outlier_sgd_checks_can_fail():
     bad_small = traj(r_rel=[0.1, 0.5, 0.5], frac_outside=[1, 0.5, 0.3])
     assert [c.verdict for c in lt.check_clustering(bad_small, large, cfg)] == ["fails"] * 2
     sep = antipodal_with_outlier()
-    nar = traj(max_disagree=[3, 0], par_share=[0.5, 0.5], par_share_w=[0, 0], accuracy=[1, 1])
-    par = traj(max_disagree=[3, 0], par_share=[0.5, 1], par_share_w=[0, 1], accuracy=[1, 1])
-    assert lt.check_outlier(nar, sep).verdict == "holds"
-    assert lt.check_outlier(par, sep).verdict == "fails"
+    common = {"max_disagree": [3, 0], "accuracy": [1, 1], "on_kink_w": [0, 0]}
+    common |= {"par_share_kink": [0, 0]}
+    nar = traj(nar_margin=[-1, 0.2], par_share=[0.5, 0.5], on_kink_u=[0, 0], **common)
+    par = traj(nar_margin=[-1, 0.2], par_share=[0.5, 1], on_kink_u=[0, 0], **common)
+    # u-neurons sitting on a point's kink (sliding): β* = 0 up to rounding → no NAR
+    kink = traj(nar_margin=[-1, 1e-17], par_share=[0.5, 0.7], on_kink_u=[0, 3], **common)
+    tol = cfg.kink_cos
+    assert lt.check_outlier(nar, sep, tol).verdict == "holds"
+    assert lt.check_outlier(par, sep, tol).verdict == "fails"
+    c = lt.check_outlier(kink, sep, tol)
+    assert c.verdict == "fails" and "kink" in c.reason
     rows = [
         {"n": 10, "epsilon": e, "updates": u, "separable": True}
         for e, u in ((0.1, 10), (0.01, 10_000))
@@ -276,6 +283,35 @@ def test_clustering_outlier_sgd_checks_can_fail():
     assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["holds", "fails"]
     rows[1]["updates"] = None
     assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["fails", "not applicable"]
+
+
+def test_nar_margin_and_kink_aware_disagreement():
+    from flows.experiments.linear_teacher.observables import _max_disagree, nar_margin
+
+    # two neurons, three points: both positive on point 0, both negative on 1, split on 2
+    c = jnp.asarray([[0.5, 0.2], [-0.3, -0.6], [0.4, -0.1]])
+    assert float(nar_margin(c)) == pytest.approx(-0.1)  # point 2: max(min, −max) = −0.1
+    assert float(nar_margin(c[:2])) == pytest.approx(0.2)
+    off = jnp.zeros(c.shape, bool)
+    assert float(_max_disagree(c, off)) == 1
+    # the split point's second neuron sits on its kink: not a disagreement
+    assert float(_max_disagree(c, off.at[2, 1].set(True))) == 0
+
+
+def test_eta_convergence_verdicts():
+    from flows._eta import eta_checked, merge_eta
+
+    same = eta_checked("c", "s", eta=0.2, measure=lambda e: (e < 1, f"{e}", {}), predicted="p")
+    assert same.verdict == "holds" and "η = 0.05" in same.measured
+    fails = eta_checked("c", "s", eta=0.2, measure=lambda e: (False, "x", {}), predicted="p")
+    assert fails.verdict == "fails"
+    split = eta_checked("c", "s", eta=0.2, measure=lambda e: (e < 0.1, "x", {}), predicted="p")
+    assert split.verdict == "not applicable" and "not converged in η" in split.reason
+    a = [flows.Check.compare("k", "s", holds=True, predicted="p", measured="1")]
+    b = [flows.Check.compare("k", "s", holds=False, predicted="p", measured="2")]
+    assert merge_eta(a, a, 0.1)[0].verdict == "holds"
+    merged = merge_eta(a, b, 0.1)[0]
+    assert merged.verdict == "not applicable" and "η = 0.025: 2" in merged.measured
 
 
 def test_config_validation():

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
+from .._kinks import PiecewiseLinear, leaky_relu_kinks
 from .._validate import as_choice, as_int
 from .base import AbstractModel, ArrayIn, bool_field, float_field, int_field
 
@@ -52,6 +53,8 @@ class DeepFCN(AbstractModel):
     - `width`: hidden width(s), ≥ 1 each (one per hidden layer when a tuple).
     - `activation`: 'identity' or 'relu'. `bias`: whether the output bias b exists.
     - `delta`: output scale δ > 0 of the initialization.
+    - `smoothing`: ε ≥ 0; with ReLU and ε > 0 the hidden activation is the smoothed
+      σ_ε(z) = ε softplus(z/ε) (the ε → 0 cross-check of the exact flow through the kinks).
 
     Parameters: `{"V1": (n_1, d), …, "V{r}": (k, n_{r−1}), "b": (k,)}` (no `b` without bias).
     """
@@ -67,8 +70,26 @@ class DeepFCN(AbstractModel):
     delta: float = float_field(
         "delta", positive=True, default=1e-3, hint="`delta` is the init scale δ, e.g. 1e-3."
     )
+    smoothing: float = float_field(
+        "smoothing", default=0.0, hint="`smoothing` is ε ≥ 0 of σ_ε (0: the exact kink)."
+    )
+
+    @property
+    def activation_kinks(self) -> PiecewiseLinear | None:
+        """ReLU's kink at 0 (None for the identity, or when smoothed)."""
+        if self.activation != "relu" or self.smoothing > 0:
+            return None
+        return leaky_relu_kinks(0.0)
+
+    def sigma(self, z):
+        """The hidden activation: identity, ReLU, or σ_ε with `smoothing` = ε > 0."""
+        if self.activation == "relu" and self.smoothing > 0:
+            return leaky_relu_kinks(0.0).smoothed(self.smoothing)(z)
+        return DEEP_ACTIVATIONS[self.activation](z)
 
     def __check_init__(self):
+        if self.smoothing < 0:
+            raise ConfigError(f"`smoothing` (ε of σ_ε) must be ≥ 0; got {self.smoothing!r}.")
         if isinstance(self.width, tuple) and len(self.width) != self.depth - 1:
             raise ConfigError(
                 f"`width` as a tuple needs one entry per hidden layer (depth − 1 = "
@@ -109,21 +130,29 @@ class DeepFCN(AbstractModel):
             params["b"] = jnp.zeros((self.k,))
         return params
 
-    def features(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, "n k"]:
-        """The weights' signal V_r σ(⋯ σ(V_1 x)), without the bias."""
-        sigma = DEEP_ACTIVATIONS[self.activation]
+    def features(
+        self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"], act=None
+    ) -> Float[Array, "n k"]:
+        """The weights' signal V_r σ(⋯ σ(V_1 x)), without the bias (`act` as in `forward`)."""
         h = jnp.asarray(x)
         for i, name in enumerate(self.layer_names):
             h = h @ params[name].T
             if i < self.depth - 1:
-                h = sigma(h)
+                h = self.sigma(h) if act is None else act(f"h{i + 1}", h)
         return h
 
-    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, "n k"]:
-        out = self.features(params, x)
+    def forward(
+        self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"], act
+    ) -> Float[Array, "n k"]:
+        """The network with the hidden activation given as `act(layer, z)`: layers 'h1' …
+        'h{r−1}', pre-activations z of shape (n, width). `__call__` is `forward` with σ."""
+        out = self.features(params, x, act)
         if self.bias:
             out = out + params["b"]
         return out
+
+    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, "n k"]:
+        return self.forward(params, x, None)
 
     def param_dims(self) -> dict[str, tuple[str, ...]]:
         dims = {}
@@ -144,4 +173,5 @@ class DeepFCN(AbstractModel):
             "activation": self.activation,
             "bias": self.bias,
             "delta": self.delta,
+            "smoothing": self.smoothing,
         }

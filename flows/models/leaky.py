@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
+from .._kinks import PiecewiseLinear, leaky_relu_kinks
 from .._validate import as_float
 from .base import AbstractModel, ArrayIn, bool_field, float_field, int_field
 
@@ -47,6 +48,9 @@ class LeakyReLUNet(AbstractModel):
       (> 0; tiny, e.g. 1e-4, for the clustering regime; large, e.g. 1, for little clustering).
     - `bias`: append a constant feature 1 to x, which is a first-layer bias per neuron and
       keeps the model 1-homogeneous (App. K). The parameters then have d + 1 columns.
+    - `smoothing`: ε ≥ 0. 0 (default): the leaky ReLU itself, whose kink at 0 the flow
+      meets (`simulate` integrates it exactly: `flows.simulate_nonsmooth`); ε > 0: the
+      smoothed σ_ε(z) = α z + (1 − α) ε softplus(z/ε), the ε → 0 cross-check.
 
     **Parameters:** `{"w": (k, d′), "u": (k, d′)}` with d′ = d (+1 with `bias`).
 
@@ -61,6 +65,18 @@ class LeakyReLUNet(AbstractModel):
         "init_scale", positive=True, default=1e-3, hint="Try e.g. init_scale=1e-3."
     )
     bias: bool = bool_field("bias", default=False)
+    smoothing: float = float_field(
+        "smoothing", default=0.0, hint="`smoothing` is ε ≥ 0 of σ_ε (0: the exact kink)."
+    )
+
+    def __check_init__(self):
+        if self.smoothing < 0:
+            raise ConfigError(f"`smoothing` (ε of σ_ε) must be ≥ 0; got {self.smoothing!r}.")
+
+    @property
+    def activation_kinks(self) -> PiecewiseLinear | None:
+        """The activation's kinks (None when smoothed: the flow is then smooth)."""
+        return None if self.smoothing > 0 else leaky_relu_kinks(self.slope)
 
     @property
     def d_features(self) -> int:
@@ -84,7 +100,9 @@ class LeakyReLUNet(AbstractModel):
         return x
 
     def sigma(self, z):
-        """σ(z) = max(αz, z) (eq. 1)."""
+        """σ(z) = max(αz, z) (eq. 1), or σ_ε with `smoothing` = ε > 0."""
+        if self.smoothing > 0:
+            return leaky_relu_kinks(self.slope).smoothed(self.smoothing)(z)
         return jnp.where(z >= 0, z, self.slope * z)
 
     def init(self, key: PRNGKeyArray) -> dict[str, Array]:
@@ -107,11 +125,18 @@ class LeakyReLUNet(AbstractModel):
                     f"got {tuple(jnp.shape(params[name]))}."
                 )
 
-    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, " n"]:
+    def forward(
+        self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"], act
+    ) -> Float[Array, " n"]:
+        """The network with the activation given as `act(layer, z)`: layers 'w' and 'u',
+        pre-activations z of shape (n, k). `__call__` is `forward` with σ."""
         z = self.features(x)
-        pw = z @ params["w"].T
-        pu = z @ params["u"].T
-        return self.v * (jnp.sum(self.sigma(pw), axis=1) - jnp.sum(self.sigma(pu), axis=1))
+        hw = act("w", z @ params["w"].T)
+        hu = act("u", z @ params["u"].T)
+        return self.v * (jnp.sum(hw, axis=1) - jnp.sum(hu, axis=1))
+
+    def __call__(self, params: dict[str, ArrayIn], x: Float[ArrayIn, "n d"]) -> Float[Array, " n"]:
+        return self.forward(params, x, lambda layer, z: self.sigma(z))
 
     def param_dims(self) -> dict[str, tuple[str, ...]]:
         # With a bias feature the columns are not the data's `dim`, so they get their own name.
@@ -127,4 +152,5 @@ class LeakyReLUNet(AbstractModel):
             "v": self.v,
             "init_scale": self.init_scale,
             "bias": self.bias,
+            "smoothing": self.smoothing,
         }

@@ -1,0 +1,1007 @@
+"""The exact gradient flow of networks whose activations have kinks (ReLU, leaky ReLU, any
+`PiecewiseLinear`): a piecewise-smooth ODE, integrated with located switching and Filippov
+sliding.
+
+The switching functions are the pre-activations z_j(θ) of every unit on every sample
+("pairs" j). Within one activation pattern (each pair's piece of σ fixed) the loss is a
+smooth function of θ and the flow is integrated by Tsit5 (diffrax's step, our own step-size
+control and event location), on the pattern's smooth extension. After each accepted step
+the pairs' margins (distance of z_j to the edges of its piece) are checked along the dense
+output; the earliest crossing is located by a bracketing root finder on the interpolant,
+the step is cut there, and the pattern is updated by a Filippov decision over every pair at
+a kink:
+
+- a pair whose field on the far side points onward crosses (its piece changes);
+- a pair whose fields on both sides point into the surface *slides*: its slope λ_j ∈
+  [s_left, s_right] is the equivalent control that keeps ż_j = 0 (solved by Newton's method
+  on ż(λ), all sliding pairs together), until λ_j reaches an end of its interval — an event
+  that returns it to that side.
+
+With several pairs at a kink at once the decision solves the box-constrained
+complementarity problem (λ in the box, ż = 0 where interior, ż pointing to the chosen
+side where at a bound) by an active-set iteration; for one-hidden-layer nets on attractive
+kinks this is the minimum-norm element of the Clarke subdifferential (tested against a
+bounded least-squares solve). Everything runs in one compiled `lax.while_loop`: no
+recompilation per event, thousands of pairs.
+
+Along the Filippov flow dL/dt = −‖θ̇‖² (chain rule for these piecewise-smooth losses), so
+the energy identity remains the accuracy certificate; the switching residual at each
+located event and the pattern consistency at each save certify the switching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._errors import ConfigError, SolverError
+from ._problem import Problem
+from ._stats import Result, SolveStats
+from ._trajectory import Trajectory, assemble_trajectory
+from ._validate import as_float, as_int
+
+__all__ = ["simulate_nonsmooth", "KINK_OBSERVABLES", "NONSMOOTH_CLOCKS"]
+
+#: Clocks of the non-smooth solver: dt/ds = 1 (physical), 1 + t (log: s = ln(1 + t)) or
+#: 1/L (loss); t is carried as a state, so save times are located like events.
+NONSMOOTH_CLOCKS = ("physical", "log", "loss")
+
+#: The observables every non-smooth run records (per save time).
+KINK_OBSERVABLES = {
+    "kink_pairs": "pairs (unit, sample) on a kink: sliding, or |z − c| ≤ kink_tol·scale",
+    "sliding_pairs": "pairs sliding on a kink (Filippov equivalent control)",
+    "switches": "pattern changes so far (a pair changing piece, entering or leaving sliding)",
+    "crossings": "transversal crossings of a kink so far",
+    "sliding_entries": "sliding intervals begun so far",
+    "pattern_mismatch": "pairs whose z lies outside their pattern's piece by more than "
+    "kink_tol·scale (0 on a correct run: a missed switch shows here)",
+    "switch_residual": "largest |z − c|/scale of a located event so far (0 up to rounding)",
+}
+
+_CODES = {
+    0: Result.successful,
+    1: Result.max_steps_reached,
+    2: Result.step_size_collapsed,
+    3: Result.nonfinite,
+    4: Result.solver_failed,  # event storm
+    5: Result.solver_failed,  # too many pairs at a kink / sliding
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """Where each layer's pre-activations (n, units) sit in the flat vector of pairs."""
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    offsets: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return self.offsets[-1] + math.prod(self.shapes[-1]) if self.names else 0
+
+    def decode(self, j: int) -> dict:
+        """Layer, sample and unit of pair `j`."""
+        for name, shape, off in zip(self.names, self.shapes, self.offsets, strict=True):
+            size = math.prod(shape)
+            if off <= j < off + size:
+                i, u = divmod(j - off, shape[-1])
+                return {"layer": name, "sample": int(i), "unit": int(u)}
+        return {"layer": "?", "sample": -1, "unit": -1}
+
+
+def _layout(problem: Problem) -> _Layout:
+    names, shapes = [], []
+
+    def record(name, z):
+        names.append(name)
+        shapes.append(tuple(z.shape))
+        return z
+
+    jax.eval_shape(lambda th: problem.model.forward(th, problem.x, record), problem.theta0)
+    offsets, off = [], 0
+    for shape in shapes:
+        offsets.append(off)
+        off += math.prod(shape)
+    if len(set(names)) != len(names):
+        raise ConfigError(f"the model's `forward` names a layer twice: {names}.")
+    return _Layout(tuple(names), tuple(shapes), tuple(offsets))
+
+
+def _tree_rms(tree) -> jax.Array:
+    leaves = [jnp.ravel(v) for v in jax.tree_util.tree_leaves(tree)]
+    flat = jnp.concatenate(leaves)
+    return jnp.sqrt(jnp.mean(flat * flat))
+
+
+def _sq(tree) -> jax.Array:
+    return sum(jnp.sum(v * v) for v in jax.tree_util.tree_leaves(tree))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    rtol: float
+    atol: float
+    clock: str
+    max_steps: int
+    max_events: int
+    max_sliding: int
+    max_candidates: int
+    kink_tol: float
+    storm_window: int
+    storm_span: float
+    observables: Callable
+    n_save: int
+    n_psave: int
+
+
+def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C901
+    """The compiled loop for this problem's structure (closure over static settings)."""
+    pl = problem.model.activation_kinks
+    c_np, vc_np, a_np, s_np = pl.tables()
+    n_kinks = len(c_np)
+    M, C = settings.max_sliding, settings.max_candidates
+    P = layout.size
+    dtype = problem.dtype
+    c_tab = jnp.asarray(c_np, dtype)
+    vc_tab = jnp.asarray(vc_np, dtype)
+    a_tab = jnp.asarray(a_np, dtype)
+    s_tab = jnp.asarray(s_np, dtype)
+    # the piece edges: piece p spans (lo[p], hi[p])
+    lo_tab = jnp.concatenate([jnp.array([-jnp.inf], dtype), c_tab])
+    hi_tab = jnp.concatenate([c_tab, jnp.array([jnp.inf], dtype)])
+    # layer id of every pair (for per-layer scales)
+    layer_of = np.concatenate(
+        [np.full(math.prod(s), i) for i, s in enumerate(layout.shapes)]
+    ).astype(np.int32)
+    layer_of_j = jnp.asarray(layer_of)
+    n_layers = len(layout.names)
+    tiny = jnp.finfo(dtype).tiny
+    eps = jnp.finfo(dtype).eps
+
+    # --- the network under a pattern: σ(z_j) = A_j + S_j z_j for every pair -------------
+
+    def forward(theta, A, S):
+        zs = []
+
+        def act(name, z):
+            i = layout.names.index(name)
+            off, shape = layout.offsets[i], layout.shapes[i]
+            size = math.prod(shape)
+            zs.append(z.reshape(-1))
+            return A[off : off + size].reshape(shape) + S[off : off + size].reshape(shape) * z
+
+        out = problem.model.forward(theta, problem.x, act)
+        return out, jnp.concatenate(zs)
+
+    def loss_pat(theta, A, S):
+        return problem.loss_fn(forward(theta, A, S)[0], problem.y)
+
+    def preacts(theta, A, S):
+        return forward(theta, A, S)[1]
+
+    def affine(pat, lam):
+        piece, _, sl_idx, sl_kink, sl_on = pat[:5]
+        A, S = a_tab[piece], s_tab[piece]
+        idx = jnp.where(sl_on, sl_idx, P)  # out of range: dropped
+        S = S.at[idx].set(lam, mode="drop")
+        A = A.at[idx].set(vc_tab[sl_kink] - lam * c_tab[sl_kink], mode="drop")
+        return A, S
+
+    def box(kink):
+        """λ interval of a kink: (smaller, larger) of its two neighbouring slopes."""
+        sl, sr = s_tab[kink], s_tab[kink + 1]
+        return jnp.minimum(sl, sr), jnp.maximum(sl, sr)
+
+    def zdot_all(theta, A, S):
+        g = jax.grad(loss_pat)(theta, A, S)
+        f = jax.tree_util.tree_map(jnp.negative, g)
+        _, zd = jax.jvp(lambda th: preacts(th, A, S), (theta,), (f,))
+        return zd, g
+
+    def zdot_sliding(theta, pat, lam):
+        """ż of the sliding pairs (0 in empty slots) with their slopes set to λ."""
+        _, _, idx, _, on, _ = pat
+        A, S = affine(pat, lam)
+        zd, _ = zdot_all(theta, A, S)
+        return jnp.where(on, zd[jnp.where(on, idx, 0)], 0.0)
+
+    def sliding_jacobian(theta, pat):
+        """∂ż/∂λ of the sliding pairs (identity in empty slots), at the middle of their
+        boxes: refreshed at every event and accepted step, then held fixed within a step
+        (so the field stays smooth in θ and costs two gradients, not M)."""
+        on = pat[4]
+        eye = jnp.eye(M, dtype=dtype)
+
+        def jac(_):
+            J = jax.jacfwd(lambda lam: zdot_sliding(theta, pat, lam))(lam_mid(pat))
+            J = jnp.where(on[:, None] & on[None, :], J, eye)
+            sc = jnp.maximum(jnp.max(jnp.abs(J)), tiny)
+            return J + 1e-14 * sc * eye
+
+        return jax.lax.cond(jnp.any(on), jac, lambda _: eye, None)
+
+    def with_jacobian(theta, pat):
+        return (*pat[:5], sliding_jacobian(theta, pat))
+
+    def equivalent_control(theta, pat):
+        """λ (M,) with ż = 0 at the sliding pairs: two Newton steps on ż(λ) with the
+        step's Jacobian (exact in one where ż is affine in λ, as for one hidden layer)."""
+        lam = lam_mid(pat)
+        for _ in range(2):
+            lam = lam - jnp.linalg.solve(pat[5], zdot_sliding(theta, pat, lam))
+        return jnp.where(pat[4], lam, 0.0)
+
+    def lam_mid(pat):
+        kink, on = pat[3], pat[4]
+        lo, hi = box(kink)
+        return jnp.where(on, 0.5 * (lo + hi), 0.0)
+
+    def field_parts(theta, pat):
+        """(∇L under the pattern, λ of the sliding pairs)."""
+        on = pat[4]
+
+        def with_sliding(_):
+            lam = equivalent_control(theta, pat)
+            A, S = affine(pat, lam)
+            return jax.grad(loss_pat)(theta, A, S), lam
+
+        def without(_):
+            A, S = affine(pat, jnp.zeros((M,), dtype))
+            return jax.grad(loss_pat)(theta, A, S), jnp.zeros((M,), dtype)
+
+        return jax.lax.cond(jnp.any(on), with_sliding, without, None)
+
+    def rate(y, theta, pat):
+        """dt/ds of the clock."""
+        if settings.clock == "physical":
+            return jnp.ones((), dtype)
+        if settings.clock == "log":
+            return 1.0 + y[2]
+        A, S = affine(pat, lam_mid(pat))  # the loss does not depend on λ (z = c there)
+        return 1.0 / loss_pat(theta, A, S)
+
+    def vector_field(s, y, pat):
+        theta = y[0]
+        g, _ = field_parts(theta, pat)
+        r = rate(y, theta, pat)
+        return (
+            jax.tree_util.tree_map(lambda v: -r * v, g),
+            r * _sq(g),
+            r,
+        )
+
+    term = diffrax.ODETerm(vector_field)
+    solver = diffrax.Tsit5()
+
+    # --- margins: how far every pair is from leaving its piece (or its sliding box) ------
+
+    def layer_scales(z):
+        """Per-layer RMS of the pre-activations (the unit of `kink_tol`)."""
+        sums = jax.ops.segment_sum(z * z, layer_of_j, num_segments=n_layers)
+        counts = jnp.asarray([math.prod(s) for s in layout.shapes], dtype)
+        return jnp.sqrt(sums / counts) + tiny
+
+    def margins(theta, pat):
+        """(φ, z, per-pair margins, sliding λ-margins): φ > 0 while nothing switches."""
+        piece, off, idx, kink, on, _ = pat
+        lam = jax.lax.cond(
+            jnp.any(on),
+            lambda _: equivalent_control(theta, pat),
+            lambda _: jnp.zeros((M,), dtype),
+            None,
+        )
+        A, S = affine(pat, lam)
+        z = preacts(theta, A, S)
+        m = jnp.minimum(z - lo_tab[piece], hi_tab[piece] - z) + off
+        sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
+        m = jnp.where(sliding, jnp.inf, m)
+        lo, hi = box(kink)
+        lm = jnp.where(on, jnp.minimum(lam - lo, hi - lam) / (hi - lo), jnp.inf)
+        phi = jnp.minimum(jnp.min(m / layer_scales(z)[layer_of_j]), jnp.min(lm, initial=jnp.inf))
+        return phi, z, m, lam
+
+    # --- one event: the Filippov decision over every pair at a kink ----------------------
+
+    def decide(theta, pat, t_now, counters):
+        piece, off, idx, kink, on, _ = pat
+        _, z, m, lam = margins(theta, pat)
+        scale_j = layer_scales(z)[layer_of_j]
+        tol_j = settings.kink_tol * scale_j
+        sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
+        # non-sliding pairs at a kink: crossed (m ≤ 0) or within kink_tol of an edge
+        d_lo, d_hi = z - lo_tab[piece], hi_tab[piece] - z
+        near = (~sliding) & ((m <= 0) | (jnp.minimum(d_lo, d_hi) <= tol_j))
+        n_near = jnp.sum(near)
+        # candidates: up to C pairs at a kink, then the sliding ones
+        score = jnp.where(near, -jnp.minimum(d_lo, d_hi) / scale_j, -jnp.inf)
+        _, cand = jax.lax.top_k(score, C)
+        cand_on = near[cand]
+        at_lo = d_lo[cand] <= d_hi[cand]  # at the piece's lower edge: the kink below
+        ck = jnp.where(at_lo, piece[cand] - 1, piece[cand])  # kink index
+        ck = jnp.clip(ck, 0, n_kinks - 1)
+        crossed = m[cand] <= 0
+        # sides: 0 = left piece (z < c), 1 = right piece, 2 = sliding
+        came_right = at_lo  # a pair at its piece's lower edge sits on the kink's right side
+        side0 = jnp.where(crossed, jnp.where(came_right, 0, 1), jnp.where(came_right, 1, 0))
+        # the sliding pairs join as candidates (after the C near ones)
+        all_idx = jnp.concatenate([cand, jnp.where(on, idx, 0)])
+        all_on = jnp.concatenate([cand_on, on])
+        all_kink = jnp.concatenate([ck, kink])
+        lo_s, hi_s = box(kink)
+        leave_lo = on & (lam <= lo_s)
+        leave_hi = on & (lam >= hi_s)
+        s_left, s_right = s_tab[kink], s_tab[kink + 1]
+        # λ past an end of its box: the pair leaves to the side whose slope that end is
+        side_sl = jnp.where(
+            leave_lo,
+            jnp.where(s_left <= s_right, 0, 1),
+            jnp.where(leave_hi, jnp.where(s_left <= s_right, 1, 0), 2),
+        )
+        side = jnp.concatenate([side0, side_sl]).astype(jnp.int32)
+        K = C + M
+        sl_l, sl_r = s_tab[all_kink], s_tab[all_kink + 1]
+        blo, bhi = jnp.minimum(sl_l, sl_r), jnp.maximum(sl_l, sl_r)
+
+        def solve(side):
+            """λ of every candidate under `side` (sliding ones by the equivalent control)."""
+            slide = all_on & (side == 2)
+            lam_fixed = jnp.where(side == 0, sl_l, sl_r)
+
+            def fix(A, S):
+                # candidates on a side get that side's slope; the others keep the pattern
+                tgt = jnp.where(all_on & (side != 2), all_idx, P)
+                S = S.at[tgt].set(lam_fixed, mode="drop")
+                A = A.at[tgt].set(vc_tab[all_kink] - lam_fixed * c_tab[all_kink], mode="drop")
+                return A, S
+
+            # the equivalent control over the sliding candidates (K slots, padded to M+C)
+            base = (piece, off, all_idx, all_kink, slide)
+            lam0 = jnp.where(slide, 0.5 * (blo + bhi), 0.0)
+            lam_s = _equivalent_control_k(theta, base, all_idx, slide, lam0, fix)
+            lam_all = jnp.where(slide, lam_s, lam_fixed)
+            A, S = affine((piece, off, all_idx, all_kink, slide), lam_s)
+            A, S = fix(A, S)
+            zd, _ = zdot_all(theta, A, S)
+            return lam_all, zd[all_idx]
+
+        def _equivalent_control_k(theta, base, idx_k, on_k, lam0, fix):
+            piece_b, off_b, _, kink_b, _ = base
+
+            def zdot_s(lam):
+                A, S = affine((piece_b, off_b, idx_k, kink_b, on_k), lam)
+                A, S = fix(A, S)
+                zd, _ = zdot_all(theta, A, S)
+                return jnp.where(on_k, zd[idx_k], 0.0)
+
+            lam_k = lam0
+            eye = jnp.eye(K, dtype=dtype)
+
+            def newton(lam_k):
+                r = zdot_s(lam_k)
+                J = jax.jacfwd(zdot_s)(lam_k)
+                J = jnp.where(on_k[:, None] & on_k[None, :], J, eye)
+                sc = jnp.maximum(jnp.max(jnp.abs(J)), tiny)
+                return lam_k - jnp.linalg.solve(J + 1e-14 * sc * eye, r)
+
+            lam_k = jax.lax.cond(jnp.any(on_k), lambda v: newton(newton(v)), lambda v: v, lam_k)
+            return jnp.where(on_k, lam_k, 0.0)
+
+        def violation(side):
+            lam_all, zd = solve(side)
+            zs = jnp.max(jnp.abs(zd)) + tiny
+            ztol = 1e-10 * zs
+            btol = 1e-9 * (bhi - blo)
+            v_left = jnp.where(side == 0, zd - ztol, -jnp.inf)  # left needs ż ≤ 0
+            v_right = jnp.where(side == 1, -zd - ztol, -jnp.inf)  # right needs ż ≥ 0
+            v_box = jnp.where(side == 2, jnp.maximum(blo - lam_all, lam_all - bhi) - btol, -jnp.inf)
+            v = jnp.where(all_on, jnp.maximum(jnp.maximum(v_left / zs, v_right / zs), v_box), -1)
+            return v, lam_all
+
+        def fix_one(carry):
+            side, it, _ = carry
+            v, lam_all = violation(side)
+            worst = jnp.argmax(v)
+            bad = v[worst] > 0
+            # a side whose field points back into the kink → sliding; a sliding λ past an
+            # end → the side whose slope that end is
+            new = jnp.where(
+                side[worst] == 2,
+                jnp.where(
+                    lam_all[worst] < blo[worst],
+                    jnp.where(sl_l[worst] <= sl_r[worst], 0, 1),
+                    jnp.where(sl_l[worst] <= sl_r[worst], 1, 0),
+                ),
+                2,
+            )
+            side = jnp.where(bad, side.at[worst].set(new), side)
+            return side, it + 1, bad
+
+        side, iters, still_bad = jax.lax.while_loop(
+            lambda c: c[2] & (c[1] < 2 * K + 2),
+            fix_one,
+            (side, jnp.int32(0), jnp.bool_(True)),
+        )
+        # the new pattern
+        lam_all, _ = solve(side)
+        new_piece_c = jnp.where(side == 0, all_kink, all_kink + 1)
+        slide = all_on & (side == 2)
+        # non-candidate sliding slots that stayed: keep; write pieces for the others
+        tgt = jnp.where(all_on & (side != 2), all_idx, P)
+        piece2 = piece.at[tgt].set(new_piece_c.astype(piece.dtype), mode="drop")
+        # sliding pairs: compact into M slots
+        n_slide = jnp.sum(slide)
+        order = jnp.argsort(~slide)  # sliding first (stable)
+        sel = order[:M]
+        sel_on = slide[sel]
+        idx2 = jnp.where(sel_on, all_idx[sel], 0).astype(jnp.int32)
+        kink2 = jnp.where(sel_on, all_kink[sel], 0).astype(jnp.int32)
+        # a pair that slides keeps the piece on the side it came from (its slope is λ)
+        # counts
+        was_sliding_c = jnp.concatenate([jnp.zeros((C,), bool), on])
+        prev_side = jnp.concatenate([jnp.where(came_right, 1, 0), side_sl])
+        old_piece_all = piece[all_idx]
+        changed_piece = all_on & (side != 2) & (new_piece_c != old_piece_all)
+        entered = slide & ~was_sliding_c
+        left_sl = all_on & was_sliding_c & (side != 2)
+        crossings = jnp.sum(changed_piece & ~was_sliding_c)
+        switches = jnp.sum(changed_piece | entered | left_sl)
+        del prev_side
+        # offsets: every pair starts the next segment with a positive margin
+        pat2 = (piece2, jnp.zeros_like(off), idx2, kink2, sel_on, pat[5])
+        lam2 = jnp.where(sel_on, lam_all[sel], 0.0)
+        A, S = affine(pat2, lam2)
+        z2 = preacts(theta, A, S)
+        sc2 = layer_scales(z2)[layer_of_j]
+        m2 = jnp.minimum(z2 - lo_tab[piece2], hi_tab[piece2] - z2)
+        off2 = jnp.maximum(0.0, 1e-12 * sc2 - m2)
+        off2 = jnp.where(m2 > 1e-12 * sc2, 0.0, off2)
+        pat2 = with_jacobian(theta, (piece2, off2, idx2, kink2, sel_on, pat[5]))
+        # the switching residual: |z − c| of the located pair(s), relative to the scale
+        resid = jnp.max(
+            jnp.where(cand_on, jnp.minimum(jnp.abs(d_lo[cand]), jnp.abs(d_hi[cand])), 0.0)
+            / scale_j[cand]
+        )
+        over = (n_near > C) | (n_slide > M)
+        info = {
+            "crossings": crossings.astype(jnp.int32),
+            "switches": switches.astype(jnp.int32),
+            "entries": jnp.sum(entered).astype(jnp.int32),
+            "resid": resid,
+            "over": over,
+            "unresolved": still_bad,
+            "pair": all_idx[jnp.argmax(all_on)],
+        }
+        return pat2, info
+
+    # --- per-save observables ------------------------------------------------------------
+
+    obs_fn = settings.observables
+
+    def kink_obs(theta, pat):
+        piece, off, idx, kink, on, _ = pat
+        _, z, _, _ = margins(theta, pat)
+        sc = layer_scales(z)[layer_of_j]
+        sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
+        d = jnp.min(jnp.abs(z[:, None] - c_tab[None, :]), axis=1)
+        on_kink = sliding | (d <= settings.kink_tol * sc)
+        true_piece = jnp.searchsorted(c_tab, z, side="right")
+        mismatch = (~sliding) & (true_piece != piece) & (d > settings.kink_tol * sc)
+        return {
+            "kink_pairs": jnp.sum(on_kink).astype(dtype),
+            "sliding_pairs": jnp.sum(on).astype(dtype),
+            "pattern_mismatch": jnp.sum(mismatch).astype(dtype),
+        }
+
+    def save_values(theta, energy, t, pat, counts):
+        out = dict(obs_fn(problem, theta, t))
+        out["loss"] = problem.loss(theta)
+        out["energy"] = energy
+        out.update(kink_obs(theta, pat))
+        out["switches"] = counts["switches"].astype(dtype)
+        out["crossings"] = counts["crossings"].astype(dtype)
+        out["sliding_entries"] = counts["entries"].astype(dtype)
+        out["switch_residual"] = counts["resid"]
+        return out
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def rms_err(y0, y1, yerr):
+        def leaf(a, b, e):
+            sc = settings.atol + settings.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b))
+            return jnp.ravel(e / sc)
+
+        flat = jnp.concatenate(
+            [
+                leaf(a, b, e)
+                for a, b, e in zip(
+                    jax.tree_util.tree_leaves(y0),
+                    jax.tree_util.tree_leaves(y1),
+                    jax.tree_util.tree_leaves(yerr),
+                    strict=True,
+                )
+            ]
+        )
+        return jnp.sqrt(jnp.mean(flat * flat))
+
+    def root(fn, a, b, fa, fb):
+        """Illinois false position on [a, b] with fn(a) > 0 ≥ fn(b): returns b's side."""
+
+        def body(c):
+            a, b, fa, fb, it, side = c
+            x = (a * fb - b * fa) / (fb - fa)
+            x = jnp.where((x > a) & (x < b), x, 0.5 * (a + b))
+            fx = fn(x)
+            pos = fx > 0
+            fa_new = jnp.where(pos, fx, jnp.where(side == -1, fa * 0.5, fa))
+            fb_new = jnp.where(pos, jnp.where(side == 1, fb * 0.5, fb), fx)
+            a2 = jnp.where(pos, x, a)
+            b2 = jnp.where(pos, b, x)
+            return a2, b2, fa_new, fb_new, it + 1, jnp.where(pos, 1, -1).astype(jnp.int32)
+
+        width0 = b - a
+
+        def cond(c):
+            a, b, _, _, it, _ = c
+            return (b - a > 1e-13 * width0 + 4 * eps * jnp.abs(b)) & (it < 200)
+
+        out = jax.lax.while_loop(cond, body, (a, b, fa, fb, jnp.int32(0), jnp.int32(0)))
+        return out[1], out[4]
+
+    def run(theta0, ts, pts_mask, t0, t1):
+        y0 = (theta0, jnp.zeros((), dtype), jnp.asarray(t0, dtype))
+        pat0 = initial_pattern(theta0)
+        counts0 = {
+            "switches": jnp.int32(0),
+            "crossings": jnp.int32(0),
+            "entries": jnp.int32(0),
+            "resid": jnp.zeros((), dtype),
+        }
+        obs_shape = jax.eval_shape(lambda: save_values(theta0, y0[1], y0[2], pat0, counts0))
+        buf = jax.tree_util.tree_map(
+            lambda s: jnp.full((settings.n_save, *s.shape), jnp.nan, s.dtype), obs_shape
+        )
+        pbuf = jax.tree_util.tree_map(
+            lambda v: jnp.full((settings.n_psave, *v.shape), jnp.nan, v.dtype), theta0
+        )
+        s0 = jnp.asarray(t0 if settings.clock == "physical" else 0.0, dtype)
+        # the first step: Hairer's heuristic on the s-field
+        f0 = vector_field(s0, y0, pat0)
+        d0 = _tree_rms(
+            jax.tree_util.tree_map(
+                lambda v: v / (settings.atol + settings.rtol * jnp.abs(v)), y0[0]
+            )
+        )
+        d1 = _tree_rms(
+            jax.tree_util.tree_map(
+                lambda v, f: f / (settings.atol + settings.rtol * jnp.abs(v)), y0[0], f0[0]
+            )
+        )
+        h0 = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
+        h0 = jnp.minimum(h0, (t1 - t0) / f0[2])
+        st0 = solver.init(term, s0, s0 + h0, y0, pat0)
+        ring = jnp.full((settings.storm_window,), -jnp.inf, dtype)
+        carry = {
+            "s": s0,
+            "y": y0,
+            "h": h0,
+            "st": st0,
+            "jump": jnp.bool_(True),
+            "pat": pat0,
+            "counts": counts0,
+            "k": jnp.int32(0),
+            "kp": jnp.int32(0),
+            "buf": buf,
+            "pbuf": pbuf,
+            "steps": jnp.int32(0),
+            "rejected": jnp.int32(0),
+            "events": jnp.int32(0),
+            "root_evals": jnp.int32(0),
+            "ring": ring,
+            "code": jnp.int32(0),
+            "pair": jnp.int32(-1),
+            "unresolved": jnp.int32(0),
+        }
+        # t0 is saved before the loop
+        carry = do_saves(carry, lambda tau: carry["y"], jnp.zeros((), dtype), ts, pts_mask)
+
+        def cond(c):
+            return (c["k"] < settings.n_save) & (c["code"] == 0)
+
+        def body(c):
+            return step(c, ts, pts_mask, t1)
+
+        return jax.lax.while_loop(cond, body, carry)
+
+    def initial_pattern(theta0):
+        piece = jnp.zeros((P,), jnp.int32)
+        A, S = a_tab[piece], s_tab[piece]
+        # preactivations of layer l depend on the pieces of layers < l: fix them layer by layer
+        for _ in range(len(layout.names)):
+            z = preacts(theta0, A, S)
+            piece = jnp.searchsorted(c_tab, z, side="right").astype(jnp.int32)
+            A, S = a_tab[piece], s_tab[piece]
+        pat = (
+            piece,
+            jnp.zeros((P,), dtype),
+            jnp.zeros((M,), jnp.int32),
+            jnp.zeros((M,), jnp.int32),
+            jnp.zeros((M,), bool),
+            jnp.eye(M, dtype=dtype),
+        )
+        return pat
+
+    def do_saves(c, interp, tau_end, ts, pts_mask):
+        """Save at every save time in (t(start), t(start + tau_end)] (and t0 at the start)."""
+        y_start = c["y"]
+
+        def t_at(tau):
+            return interp(tau)[2]
+
+        def cond(cc):
+            k = cc["k"]
+            tk = ts[jnp.minimum(k, settings.n_save - 1)]
+            return (k < settings.n_save) & (tk <= t_at(tau_end))
+
+        def body(cc):
+            k = cc["k"]
+            tk = ts[k]
+            fa = tk - t_at(jnp.zeros((), dtype))
+            fb = tk - t_at(tau_end)
+            tau, _ = jax.lax.cond(
+                fa <= 0,
+                lambda _: (jnp.zeros((), dtype), jnp.int32(0)),
+                lambda _: root(lambda x: tk - t_at(x), jnp.zeros((), dtype), tau_end, fa, fb),
+                None,
+            )
+            y = interp(tau)
+            vals = save_values(y[0], y[1], tk, cc["pat"], cc["counts"])
+            buf = jax.tree_util.tree_map(lambda b, v: b.at[k].set(v), cc["buf"], vals)
+            kp = cc["kp"]
+            pbuf = jax.lax.cond(
+                pts_mask[k],
+                lambda pb: jax.tree_util.tree_map(lambda b, v: b.at[kp].set(v), pb, y[0]),
+                lambda pb: pb,
+                cc["pbuf"],
+            )
+            return {
+                **cc,
+                "buf": buf,
+                "pbuf": pbuf,
+                "k": k + 1,
+                "kp": kp + pts_mask[k].astype(jnp.int32),
+            }
+
+        del y_start
+        return jax.lax.while_loop(cond, body, c)
+
+    def step(c, ts, pts_mask, t1):
+        s, y, h, pat = c["s"], c["y"], c["h"], c["pat"]
+        # don't step far past t1 (t grows at least as fast as its rate now, for every clock)
+        r_now = jnp.maximum(rate(y, y[0], pat), tiny)
+        h = jnp.minimum(h, jnp.maximum((t1 - y[2]) / r_now, 1e-300) * 1.0001)
+        y1, yerr, dense, st1, _ = solver.step(term, s, s + h, y, pat, c["st"], c["jump"])
+        err = rms_err(y, y1, yerr)
+        finite = jnp.isfinite(err) & jnp.all(
+            jnp.asarray([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(y1)])
+        )
+        accept = finite & (err <= 1.0)
+        factor = jnp.where(
+            finite, jnp.clip(0.9 * jnp.maximum(err, 1e-10) ** (-1.0 / 5.0), 0.2, 5.0), 0.25
+        )
+        steps = c["steps"] + 1
+        code = jnp.where(steps >= settings.max_steps, 1, 0)
+        code = jnp.where(h < 1e-14 * jnp.maximum(jnp.abs(s), 1.0), 2, code)
+
+        def rejected(_):
+            return {
+                **c,
+                "h": h * factor,
+                "steps": steps,
+                "rejected": c["rejected"] + 1,
+                "code": jnp.where(finite | (h > 1e-300), code, 3).astype(jnp.int32),
+            }
+
+        def accepted(_):
+            interp_obj = solver.interpolation_cls(t0=s, t1=s + h, **dense)
+
+            def interp(tau):
+                return interp_obj.evaluate(s + tau)
+
+            def phi(tau):
+                return margins(interp(tau)[0], pat)[0]
+
+            taus = h * jnp.asarray([0.25, 0.5, 0.75, 1.0], dtype)
+            phis = jax.vmap(phi)(taus)
+            hit = phis <= 0
+            any_hit = jnp.any(hit)
+            first = jnp.argmax(hit)
+            a = jnp.where(first > 0, taus[jnp.maximum(first - 1, 0)], 0.0)
+            fa = jnp.where(first > 0, phis[jnp.maximum(first - 1, 0)], phi(jnp.zeros((), dtype)))
+            b, fb = taus[first], phis[first]
+
+            def located(_):
+                return root(phi, a, b, jnp.maximum(fa, tiny), fb)
+
+            tau_e, n_root = jax.lax.cond(
+                any_hit & (fa > 0), located, lambda _: (h, jnp.int32(0)), None
+            )
+            # an event at the very start (φ ≤ 0 already): handled as an event at τ = 0
+            tau_e = jnp.where(any_hit & (fa <= 0), 0.0, tau_e)
+            tau_end = jnp.where(any_hit, tau_e, h)
+            cc = do_saves(c, interp, tau_end, ts, pts_mask)
+
+            def with_event(cc):
+                y_e = interp(tau_e)
+                pat2, info = decide(y_e[0], pat, y_e[2], cc["counts"])
+                counts = {
+                    "switches": cc["counts"]["switches"] + info["switches"],
+                    "crossings": cc["counts"]["crossings"] + info["crossings"],
+                    "entries": cc["counts"]["entries"] + info["entries"],
+                    "resid": jnp.maximum(cc["counts"]["resid"], info["resid"]),
+                }
+                ring = jnp.roll(cc["ring"], -1).at[-1].set(y_e[2])
+                span = ring[-1] - ring[0]
+                storm = span <= settings.storm_span * jnp.maximum(1.0, jnp.abs(y_e[2]))
+                events = cc["events"] + 1
+                code2 = jnp.where(info["over"], 5, jnp.where(storm, 4, code))
+                code2 = jnp.where(events >= settings.max_events, 1, code2)
+                return {
+                    **cc,
+                    "s": s + tau_e,
+                    "y": y_e,
+                    "h": jnp.maximum(h * factor, 1e-300),
+                    "jump": jnp.bool_(True),
+                    "pat": pat2,
+                    "counts": counts,
+                    "events": events,
+                    "ring": ring,
+                    "code": code2.astype(jnp.int32),
+                    "pair": jnp.where(storm | info["over"], info["pair"], cc["pair"]).astype(
+                        jnp.int32
+                    ),
+                    "unresolved": cc["unresolved"] + info["unresolved"].astype(jnp.int32),
+                }
+
+            def no_event(cc):
+                return {
+                    **cc,
+                    "s": s + h,
+                    "y": y1,
+                    "h": h * factor,
+                    "st": st1,
+                    "jump": jnp.bool_(False),
+                    "pat": with_jacobian(y1[0], pat),
+                    "code": code.astype(jnp.int32),
+                }
+
+            cc = {**cc, "steps": steps, "root_evals": cc["root_evals"] + n_root}
+            return jax.lax.cond(any_hit, with_event, no_event, cc)
+
+        return jax.lax.cond(accept, accepted, rejected, None)
+
+    return run
+
+
+def simulate_nonsmooth(
+    problem: Problem,
+    *,
+    t1: float,
+    t0: float = 0.0,
+    rtol: float = 1e-6,
+    atol: float = 1e-9,
+    ts=None,
+    n_save: int = 201,
+    save_params: str = "ends",
+    observables=None,
+    clock: str = "physical",
+    max_steps: int = 1_000_000,
+    max_events: int = 1_000_000,
+    max_sliding: int = 16,
+    max_candidates: int = 16,
+    kink_tol: float = 1e-9,
+    storm_window: int = 1000,
+    storm_span: float = 1e-9,
+    throw: bool = True,
+) -> Trajectory:
+    """The exact gradient flow of a network whose activation has kinks (see the module).
+
+    **Arguments** (as `flows.simulate`, plus):
+    - `clock`: 'physical', 'log' (dt/ds = 1 + t) or 'loss' (dt/ds = 1/L), for late-phase
+      runs to t ~ 1e8; t is a state, save times are located on the dense output.
+    - `max_events`: budget of located switching events.
+    - `max_sliding`: most pairs sliding at once (the equivalent control is an M×M Newton
+      solve); `max_candidates`: most non-sliding pairs at a kink at one event.
+    - `kink_tol`: a pair is "on the kink" when |z − c| ≤ kink_tol × (RMS of its layer's z).
+    - `storm_window`, `storm_span`: an event storm — `storm_window` switching events
+      within a time span ≤ `storm_span`·max(1, t) (chattering that sliding should have
+      caught) — stops the run with the time reached and the pair involved.
+
+    The model must declare its kinks: `model.activation_kinks` (a `flows.PiecewiseLinear`)
+    and `model.forward(params, x, act)` with the activation as an argument (the leaky-ReLU
+    net and `DeepFCN` do). Models without them get a `ConfigError` pointing to the
+    smoothed activation (`smoothing=ε`) and `flows.simulate`.
+
+    **Returns:** a `Trajectory` with the observables of `KINK_OBSERVABLES` besides the
+    usual ones, and `stats.extra`: `events`, `crossings`, `switches`, `sliding_entries`,
+    `root_evals`, `max_switch_residual`, `max_pattern_mismatch`, `unresolved_events`.
+    """
+    from ._simulate import check_common, param_save_times, save_times
+
+    t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
+    pl = getattr(problem.model, "activation_kinks", None)
+    if pl is None or not hasattr(problem.model, "forward"):
+        raise ConfigError(
+            f"{type(problem.model).__name__} declares no kink points (`activation_kinks`) "
+            "and no `forward(params, x, act)`, so its flow cannot be integrated through the "
+            "kinks exactly. For a smooth or smoothed activation (e.g. `smoothing=1e-3` on "
+            "the leaky-ReLU net or DeepFCN) use `flows.simulate`."
+        )
+    if clock not in NONSMOOTH_CLOCKS:
+        raise ConfigError(f"`clock` must be one of {NONSMOOTH_CLOCKS}; got {clock!r}.")
+    if clock in ("log", "loss") and t0 < 0:
+        raise ConfigError(f"the {clock} clock needs t0 ≥ 0; got t0 = {t0}.")
+    max_steps = as_int("max_steps", max_steps, minimum=1)
+    max_events = as_int("max_events", max_events, minimum=1)
+    max_sliding = as_int("max_sliding", max_sliding, minimum=1)
+    max_candidates = as_int("max_candidates", max_candidates, minimum=1)
+    storm_window = as_int("storm_window", storm_window, minimum=2)
+    kink_tol = as_float("kink_tol", kink_tol, positive=True)
+    storm_span = as_float("storm_span", storm_span, positive=True)
+    layout = _layout(problem)
+    max_candidates = min(max_candidates, layout.size)
+    ts = save_times(t0, t1, ts, n_save)
+    if ts[-1] < t1:
+        ts = np.append(ts, t1)
+    pts = param_save_times(ts, save_params)
+    pts_mask = np.isin(ts, pts)
+    settings = _Settings(
+        rtol=rtol,
+        atol=atol,
+        clock=clock,
+        max_steps=max_steps,
+        max_events=max_events,
+        max_sliding=max_sliding,
+        max_candidates=max_candidates,
+        kink_tol=kink_tol,
+        storm_window=storm_window,
+        storm_span=storm_span,
+        observables=observables or (lambda problem, theta, t: {}),
+        n_save=len(ts),
+        n_psave=int(pts_mask.sum()),
+    )
+    # the compiled loop closes over the data: the cache entry keeps them alive and is
+    # reused only for the very same model and data arrays (θ(0) and times are arguments)
+    key = (settings, id(problem.model), id(problem.x), id(problem.y), problem.loss_fn)
+    key = key + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem.theta0))
+    args = (
+        problem.theta0,
+        jnp.asarray(ts, problem.dtype),
+        jnp.asarray(pts_mask),
+        jnp.asarray(t0, problem.dtype),
+        jnp.asarray(t1, problem.dtype),
+    )
+    start = time.perf_counter()
+    entry = _CACHE.get(key)
+    if entry is None:
+        compiled = jax.jit(_build(problem, settings, layout)).lower(*args).compile()
+        if len(_CACHE) >= 16:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = (compiled, problem.model, problem.x, problem.y)
+    else:
+        compiled = entry[0]
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    out = compiled(*args)
+    jax.block_until_ready(out)
+    wall_s = time.perf_counter() - start
+    k = int(out["k"])
+    code = int(out["code"])
+    t_reached = float(out["y"][2])
+    obs = {name: np.asarray(v)[:k] for name, v in out["buf"].items()}
+    kp = int(out["kp"])
+    params = {name: np.asarray(v)[:kp] for name, v in out["pbuf"].items()}
+    times = ts[:k]
+    ptimes = ts[pts_mask][:kp]
+    steps, rejected = int(out["steps"]), int(out["rejected"])
+    pair = layout.decode(int(out["pair"])) if int(out["pair"]) >= 0 else None
+    reason = {
+        0: "successful",
+        1: f"max_steps ({max_steps}) or max_events ({max_events}) reached",
+        2: "step size collapsed (h < 1e-14·|s|)",
+        3: "non-finite (NaN/Inf) state",
+        4: f"event storm: {storm_window} switching events within a time span ≤ "
+        f"{storm_span:g}·max(1, t) near t = {t_reached:.6g} (last pair: {pair}) — chattering "
+        "that the sliding decision did not catch",
+        5: f"more than max_candidates = {max_candidates} pairs at a kink at once, or more "
+        f"than max_sliding = {max_sliding} pairs sliding, at t = {t_reached:.6g} "
+        f"(pair: {pair})",
+    }[code]
+    result = _CODES[code]
+    extra = {
+        "events": int(out["events"]),
+        "crossings": int(out["counts"]["crossings"]),
+        "switches": int(out["counts"]["switches"]),
+        "sliding_entries": int(out["counts"]["entries"]),
+        "root_evals": int(out["root_evals"]),
+        "max_switch_residual": float(out["counts"]["resid"]),
+        "max_pattern_mismatch": float(np.max(obs["pattern_mismatch"])) if k else 0.0,
+        "unresolved_events": int(out["unresolved"]),
+        "pairs": layout.size,
+    }
+    stats = SolveStats(
+        result=result,
+        reason=reason,
+        t_reached=t_reached,
+        steps=steps,
+        accepted_steps=steps - rejected,
+        rejected_steps=rejected,
+        vf_evals=6 * steps + int(out["events"]) + 1,
+        compile_s=compile_s,
+        wall_s=wall_s,
+        vf_evals_counted_by="step count (6 per Tsit5 step, 1 per event)",
+        extra=extra,
+    )
+    config = {
+        "method": "gradient flow, piecewise-smooth (Tsit5 within an activation pattern, "
+        "located switching, Filippov sliding)",
+        "problem": problem.describe(),
+        "solver": "tsit5-events",
+        "solver_requested": "nonsmooth",
+        "solver_class": "flows._nonsmooth (diffrax.Tsit5 steps)",
+        "solver_settings": {
+            "kink_tol": kink_tol,
+            "max_sliding": max_sliding,
+            "max_candidates": max_candidates,
+            "max_events": max_events,
+            "storm_window": storm_window,
+            "storm_span": storm_span,
+            "activation_kinks": list(pl.kinks),
+            "activation_slopes": list(pl.slopes),
+        },
+        "clock": clock,
+        "rtol": rtol,
+        "atol": atol,
+        "t0": t0,
+        "t1": t1,
+        "max_steps": max_steps,
+        "dt0": None,
+        "save_params": save_params,
+        "dtype": str(problem.dtype),
+        "stop": "none",
+    }
+    if code != 0 and throw:
+        advice = {
+            1: "Increase `max_steps`/`max_events`, or shorten `t1`.",
+            2: "Loosen rtol, or check for a finite-time blow-up.",
+            3: "Check the data and initialization for overflow.",
+            4: "Raise `max_sliding`, or use a smoothed activation (`smoothing=ε`) to compare.",
+            5: "Raise `max_candidates`/`max_sliding` (symmetric data puts many pairs on a "
+            "kink at once).",
+        }[code]
+        raise SolverError(
+            f"non-smooth gradient flow stopped at t = {t_reached:.6g} of t1 = {t1}: {reason}. "
+            + advice,
+            t_reached=t_reached,
+            reason=reason,
+        )
+    return assemble_trajectory(
+        problem,
+        times=times,
+        observables=obs,
+        param_times=ptimes,
+        params=params,
+        stats=stats,
+        config=config,
+        certify_rtol=rtol,
+    )
+
+
+_CACHE: dict = {}

@@ -1,0 +1,236 @@
+"""The exact piecewise-smooth flow through ReLU-family kinks (`flows.simulate_nonsmooth`).
+
+Oracles: the same flow at a far tighter tolerance; the smoothed activation σ_ε integrated
+by an ordinary (smooth) solver as ε → 0, an independent path through diffrax's own solvers
+— crossing *and* sliding; the energy identity; and hand-built multi-kink activations.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import flows
+from flows import ConfigError, SolverError
+from flows._kinks import PiecewiseLinear, leaky_relu_kinks
+from flows._losses import logistic
+from flows._nonsmooth import simulate_nonsmooth
+from flows.experiments.linear_teacher.data import antipodal_with_outlier, symmetric_gaussians
+from flows.models.base import AbstractModel
+from flows.models.deep import DeepFCN
+from flows.models.leaky import LeakyReLUNet
+
+
+def _theta(traj, which=-1):
+    return np.concatenate([traj.params[k][which].ravel() for k in sorted(traj.params)])
+
+
+@pytest.fixture(scope="module")
+def crossing():
+    """Large init on overlapping Gaussians: many transversal crossings, no sliding."""
+    data = symmetric_gaussians(40, 2, mean=1.0, seed=0)
+
+    def problem(eps=0.0):
+        model = LeakyReLUNet(k=4, d=2, slope=0.1, init_scale=1.0, smoothing=eps)
+        return flows.make_problem(model, data.train, key=0, loss_fn=logistic)
+
+    exact = simulate_nonsmooth(problem(), t1=5.0, n_save=6, rtol=1e-11, atol=1e-14)
+    return problem, exact
+
+
+def test_crossings_located_and_tolerance_met(crossing):
+    problem, exact = crossing
+    assert exact.stats["crossings"] >= 10  # the run does meet kinks
+    assert exact.stats["sliding_entries"] == 0
+    default = simulate_nonsmooth(problem(), t1=5.0, n_save=6)
+    # within 10 × rtol of the tight reference, in θ and in the loss
+    assert np.max(np.abs(_theta(default) - _theta(exact))) < 10 * 1e-6
+    assert np.max(np.abs(default.loss - exact.loss)) < 10 * 1e-6 * exact.loss[0]
+    s = default.stats
+    assert s["rejected_steps"] <= 0.2 * s["steps"]
+    assert s["max_switch_residual"] < 1e-12  # each located switch has z = 0 up to rounding
+    assert s["max_pattern_mismatch"] == 0  # no missed switch at any save
+    assert s["certificate"]["ok"]
+    assert np.all(default.observables["switches"][1:] >= default.observables["switches"][:-1])
+
+
+def test_crossing_flow_is_the_smoothing_limit(crossing):
+    """σ_ε → σ: the smooth flows converge to the event flow, error ∝ ε."""
+    problem, exact = crossing
+    errs = []
+    for eps in (1e-2, 1e-3, 1e-4):
+        tr = flows.simulate(problem(eps), t1=5.0, n_save=6, rtol=1e-10, atol=1e-13)
+        errs.append(np.max(np.abs(_theta(tr) - _theta(exact))))
+    assert errs[0] > 5 * errs[1] > 25 * errs[2]  # first order in ε (measured ≈ 17× per decade)
+    assert errs[2] < 1e-4
+
+
+def test_sliding_is_the_smoothing_limit():
+    """Outlier data: u-neurons slide on the outlier's kink (Filippov); the smoothed flows,
+    integrated by Kvaerno5 through the stiff layer around the kink, converge to it."""
+    data = antipodal_with_outlier(20, 2, outlier=np.asarray((-1.0, 3.0)))
+
+    def problem(eps=0.0):
+        model = LeakyReLUNet(k=3, d=2, slope=0.1, init_scale=1e-4, smoothing=eps)
+        return flows.make_problem(model, data.train, key=0, loss_fn=logistic)
+
+    exact = simulate_nonsmooth(
+        problem(), t1=12.0, n_save=13, rtol=1e-10, atol=1e-13, save_params="all"
+    )
+    o = exact.observables
+    assert exact.stats["sliding_entries"] >= 1 and np.max(o["sliding_pairs"]) >= 1
+    # while sliding, the pairs stay on their kink: z = u·x_out ≈ 0 at those saves
+    x_out = np.asarray(data.train.x)[-1]
+    sliding_saves = np.nonzero(o["sliding_pairs"] > 0)[0]
+    u = exact.params["u"][sliding_saves]  # (saves, k, d)
+    cos = np.abs(u @ x_out) / (np.linalg.norm(u, axis=-1) * np.linalg.norm(x_out))
+    assert np.sort(cos, axis=1)[:, : int(o["sliding_pairs"].max())].max() < 1e-8
+    errs = []
+    for eps in (1e-3, 1e-4):
+        tr = flows.simulate(
+            problem(eps), t1=12.0, n_save=13, rtol=1e-9, atol=1e-12, solver="kvaerno5"
+        )
+        errs.append(np.max(np.abs(_theta(tr) - _theta(exact))))
+    assert errs[0] > 5 * errs[1]  # measured ≈ 8×
+    assert errs[1] < 5e-4
+    assert exact.stats["certificate"]["ok"]
+
+
+class HardTanhNet(AbstractModel):
+    """Σ_j a_j σ(w_j·x) with a two-kink activation (kinks −1 and 1): tests K > 1 kinks."""
+
+    m: int = 3
+
+    @property
+    def activation_kinks(self):
+        return PiecewiseLinear(kinks=(-1.0, 1.0), slopes=(0.1, 1.0, 0.2), value=-1.0)
+
+    def init(self, key):
+        k1, k2 = jax.random.split(key)
+        return {"w": 2.0 * jax.random.normal(k1, (self.m, 1)), "a": jax.random.normal(k2, (self.m,))}
+
+    def forward(self, params, x, act):
+        return act("h", x @ params["w"].T) @ params["a"]
+
+    def __call__(self, params, x):
+        return self.forward(params, x, lambda name, z: self.activation_kinks(z))
+
+    def describe(self):
+        return {"family": "hard-tanh test net", "m": self.m}
+
+
+def test_two_kink_activation_against_its_smoothing():
+    x = np.linspace(-1.5, 1.5, 9)[:, None]
+    data = flows.from_arrays(x, np.sin(2 * x[:, 0]))
+    model = HardTanhNet()
+    exact_problem = flows.make_problem(model, data, key=1)
+    exact = simulate_nonsmooth(exact_problem, t1=3.0, n_save=4, rtol=1e-10, atol=1e-13)
+    assert exact.stats["crossings"] >= 1
+    pl = model.activation_kinks
+    errs = []
+    for eps in (1e-2, 1e-3):
+        smooth = flows.models.FunctionModel.of(
+            lambda p, x, e=eps: pl.smoothed(e)(x @ p["w"].T) @ p["a"], exact_problem.theta0
+        )
+        pb = flows.make_problem(smooth, data, theta0=exact_problem.theta0)
+        tr = flows.simulate(pb, t1=3.0, n_save=4, rtol=1e-10, atol=1e-13)
+        errs.append(np.max(np.abs(_theta(tr) - _theta(exact))))
+    assert errs[0] > 5 * errs[1] and errs[1] < 1e-3
+
+
+def test_deep_relu_against_tight_reference():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((12, 3))
+    y = np.arange(12) % 3
+    data = flows.from_arrays(x, y)
+    model = DeepFCN(d=3, k=3, depth=3, width=4, activation="relu", delta=1.0)
+    pb = flows.make_problem(model, data, key=0, loss_fn=flows.cross_entropy)
+    exact = simulate_nonsmooth(pb, t1=4.0, n_save=5, rtol=1e-11, atol=1e-14)
+    default = simulate_nonsmooth(pb, t1=4.0, n_save=5)
+    assert exact.stats["crossings"] >= 1
+    assert np.max(np.abs(_theta(default) - _theta(exact))) < 1e-5
+    assert default.stats["max_pattern_mismatch"] == 0
+
+
+def test_piecewise_linear_tables_and_smoothing():
+    pl = PiecewiseLinear(kinks=(-1.0, 2.0), slopes=(0.5, 1.0, -1.0), value=3.0)
+    z = jnp.linspace(-4, 5, 181)
+    c, vc, a, s = pl.tables()
+    np.testing.assert_allclose(vc, [3.0, 6.0])
+    f = np.asarray(pl(z))
+    # continuous, with the declared slopes
+    np.testing.assert_allclose(np.asarray(pl(jnp.asarray([-1.0, 2.0]))), vc)
+    np.testing.assert_allclose(np.diff(f)[:10] / np.diff(np.asarray(z))[:10], 0.5)
+    for eps in (1e-1, 1e-2):
+        bound = eps * np.log(2) * (0.5 + 2.0)
+        assert np.max(np.abs(np.asarray(pl.smoothed(eps)(z)) - f)) <= bound + 1e-12
+    lk = leaky_relu_kinks(0.1)
+    np.testing.assert_allclose(np.asarray(lk(jnp.asarray([-2.0, 3.0]))), [-0.2, 3.0])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kinks": (), "slopes": (1.0,)},
+        {"kinks": (1.0, 0.0), "slopes": (0.0, 1.0, 0.0)},
+        {"kinks": (0.0,), "slopes": (1.0, 1.0)},
+        {"kinks": (0.0,), "slopes": (0.0, float("nan"))},
+    ],
+)
+def test_bad_activation_is_refused(kwargs):
+    with pytest.raises(ConfigError):
+        PiecewiseLinear(**kwargs)
+
+
+def test_model_without_kinks_points_to_the_smoothed_path():
+    data = flows.from_arrays(np.ones((3, 1)), np.ones(3))
+    pb = flows.make_problem(
+        lambda p, x: jax.nn.relu(x @ p["w"]).sum(-1), data, theta0={"w": jnp.ones((1, 2))}
+    )
+    with pytest.raises(ConfigError, match="smoothing"):
+        simulate_nonsmooth(pb, t1=1.0)
+    smooth = LeakyReLUNet(k=2, d=1, smoothing=1e-3)
+    pb2 = flows.make_problem(smooth, flows.from_arrays(np.ones((3, 1)), np.ones(3)))
+    with pytest.raises(ConfigError, match="declares no kink"):
+        simulate_nonsmooth(pb2, t1=1.0)
+    with pytest.raises(ConfigError):
+        LeakyReLUNet(k=2, d=1, smoothing=-1.0)
+
+
+def test_bad_settings_are_refused(crossing):
+    problem, _ = crossing
+    for kwargs in ({"clock": "bogus"}, {"kink_tol": 0.0}, {"max_sliding": 0}, {"rtol": 2.0}):
+        with pytest.raises(ConfigError):
+            simulate_nonsmooth(problem(), t1=1.0, **kwargs)
+
+
+def test_event_storm_stops_loudly(crossing):
+    """A storm (here: any 2 events within 1e9 time units) stops the run with the time
+    reached and the pair involved — never an endless loop."""
+    problem, _ = crossing
+    with pytest.raises(SolverError, match=r"event storm.*layer") as info:
+        simulate_nonsmooth(problem(), t1=5.0, storm_window=2, storm_span=1e9)
+    assert 0 < info.value.t_reached < 5.0
+    traj = simulate_nonsmooth(problem(), t1=5.0, storm_window=2, storm_span=1e9, throw=False)
+    assert not traj.stats.ok and traj.times[-1] < 5.0
+
+
+def test_loss_clock_reaches_late_times():
+    data = symmetric_gaussians(30, 2, mean=3.0, seed=1)
+    model = LeakyReLUNet(k=3, d=2, slope=0.1, init_scale=1.0)
+    pb = flows.make_problem(model, data.train, key=0, loss_fn=logistic)
+    ts = flows.log_save_times(1e6, 13, first=0.1)
+    tr = simulate_nonsmooth(pb, t1=1e6, ts=ts, clock="loss")
+    np.testing.assert_allclose(tr.times, ts)
+    assert tr.stats.ok and tr.stats["certificate"]["ok"]
+    # late phase of a separable logistic problem: L ~ 1/t
+    assert tr.loss[-1] < 1e-4 and np.all(np.diff(tr.loss) <= 0)
+    ref = simulate_nonsmooth(pb, t1=1e6, ts=ts, clock="loss", rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(tr.loss, ref.loss, rtol=1e-4)
+
+
+# keep equinox imported for the AbstractModel subclass's field machinery
+_ = eqx
