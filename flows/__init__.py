@@ -39,9 +39,12 @@ from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
 from ._io import write_atomic as write_atomic  # noqa: E402
+from ._kinks import PiecewiseLinear as PiecewiseLinear  # noqa: E402
 from ._losses import cross_entropy as cross_entropy  # noqa: E402
 from ._losses import logistic as logistic  # noqa: E402
 from ._losses import squared_error as squared_error  # noqa: E402
+from ._nonsmooth import KINK_OBSERVABLES as KINK_OBSERVABLES  # noqa: E402
+from ._nonsmooth import simulate_nonsmooth as simulate_nonsmooth  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
 from ._rkc import RKC2 as RKC2  # noqa: E402

@@ -20,9 +20,13 @@ a kink:
 With several pairs at a kink at once the decision solves the box-constrained
 complementarity problem (λ in the box, ż = 0 where interior, ż pointing to the chosen
 side where at a bound) by an active-set iteration; for one-hidden-layer nets on attractive
-kinks this is the minimum-norm element of the Clarke subdifferential (tested against a
-bounded least-squares solve). Everything runs in one compiled `lax.while_loop`: no
-recompilation per event, thousands of pairs.
+kinks this is the minimum-norm element of the Clarke subdifferential. Where the iteration
+does not settle (several coupled surfaces in deep nets), the minimum-norm element of the
+Clarke subdifferential itself is taken (a box-constrained least-squares problem in the
+candidates' slopes, ∇L linearized in them; counted in `stats.extra["unresolved_events"]`).
+If that still chatters, the event-storm guard stops the run and names the pair.
+Everything runs in one compiled `lax.while_loop`: no recompilation per event, thousands of
+pairs.
 
 Along the Filippov flow dL/dt = −‖θ̇‖² (chain rule for these piecewise-smooth losses), so
 the energy identity remains the accuracy certificate; the switching residual at each
@@ -32,14 +36,17 @@ located event and the pattern consistency at each save certify the switching.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
@@ -64,6 +71,18 @@ KINK_OBSERVABLES = {
     "kink_tol·scale (0 on a correct run: a missed switch shows here)",
     "switch_residual": "largest |z − c|/scale of a located event so far (0 up to rounding)",
 }
+
+#: Largest |z − c|/scale allowed for a pair at a located switch (the switching certificate;
+#: a well-located switch has ~1e-15): beyond it a switch was located late or missed.
+SWITCH_RESIDUAL_MAX = 1e-6
+
+#: Rate (per unit of the solver's clock s) at which a sliding pair that drifted off its kink
+#: by integration error is brought back (Baumgarte-type stabilization of the sliding mode).
+SLIDING_RETURN = 1.0
+
+#: Relative tolerance on a sliding pair's λ at the ends of its box [s_left, s_right]: the
+#: decision accepts λ within half of it as inside, the leave-event fires beyond all of it.
+BOX_TOL = 1e-8
 
 _CODES = {
     0: Result.successful,
@@ -200,41 +219,59 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         sl, sr = s_tab[kink], s_tab[kink + 1]
         return jnp.minimum(sl, sr), jnp.maximum(sl, sr)
 
-    def zdot_all(theta, A, S):
+    def zdot_all(theta, A, S, with_z=False):
         g = jax.grad(loss_pat)(theta, A, S)
         f = jax.tree_util.tree_map(jnp.negative, g)
-        _, zd = jax.jvp(lambda th: preacts(th, A, S), (theta,), (f,))
-        return zd, g
+        z, zd = jax.jvp(lambda th: preacts(th, A, S), (theta,), (f,))
+        return (zd, g, z) if with_z else (zd, g)
 
     def zdot_sliding(theta, pat, lam):
-        """ż of the sliding pairs (0 in empty slots) with their slopes set to λ."""
-        _, _, idx, _, on, _ = pat
+        """ż + κ(z − c) of the sliding pairs (0 in empty slots) with their slopes set to λ:
+        the equivalent control makes it 0, so a pair that drifted off its kink by
+        integration error returns at rate κ (`pat[7]`, SLIDING_RETURN per unit of the
+        clock) instead of drifting further."""
+        _, _, idx, kink, on = pat[:5]
         A, S = affine(pat, lam)
-        zd, _ = zdot_all(theta, A, S)
-        return jnp.where(on, zd[jnp.where(on, idx, 0)], 0.0)
+        zd, _, z = zdot_all(theta, A, S, with_z=True)
+        i = jnp.where(on, idx, 0)
+        return jnp.where(on, zd[i] + pat[7] * (z[i] - c_tab[kink]), 0.0)
 
     def sliding_jacobian(theta, pat):
-        """∂ż/∂λ of the sliding pairs (identity in empty slots), at the middle of their
-        boxes: refreshed at every event and accepted step, then held fixed within a step
-        (so the field stays smooth in θ and costs two gradients, not M)."""
+        """(λ₀, J): the equivalent control at θ by Newton's method with a fresh Jacobian
+        (three steps from the middle of the boxes), and ∂ż/∂λ there (identity in empty
+        slots). Refreshed at every event and accepted step, then held fixed within a step:
+        the field's λ is two Newton steps from λ₀ with J (smooth in θ, two gradients per
+        evaluation instead of M)."""
         on = pat[4]
         eye = jnp.eye(M, dtype=dtype)
 
-        def jac(_):
-            J = jax.jacfwd(lambda lam: zdot_sliding(theta, pat, lam))(lam_mid(pat))
+        def jac_at(lam):
+            J = jax.jacfwd(lambda lm: zdot_sliding(theta, pat, lm))(lam)
             J = jnp.where(on[:, None] & on[None, :], J, eye)
             sc = jnp.maximum(jnp.max(jnp.abs(J)), tiny)
             return J + 1e-14 * sc * eye
 
-        return jax.lax.cond(jnp.any(on), jac, lambda _: eye, None)
+        def solve(_):
+            lam = lam_mid(pat)
+            for _ in range(3):
+                lam = lam - jnp.linalg.solve(jac_at(lam), zdot_sliding(theta, pat, lam))
+            lam = jnp.where(on, lam, 0.0)
+            return lam, jac_at(lam)
 
-    def with_jacobian(theta, pat):
-        return (*pat[:5], sliding_jacobian(theta, pat))
+        return jax.lax.cond(jnp.any(on), solve, lambda _: (jnp.zeros((M,), dtype), eye), None)
+
+    def with_jacobian(theta, pat, y):
+        """The pattern with the sliding pairs' λ₀, Jacobian and return rate at state y."""
+        kappa = SLIDING_RETURN / jnp.maximum(rate(y, theta, pat), tiny)
+        pat = (*pat[:5], jnp.eye(M, dtype=dtype), jnp.zeros((M,), dtype), kappa)
+        lam0, J = sliding_jacobian(theta, pat)
+        return (*pat[:5], J, lam0, kappa)
 
     def equivalent_control(theta, pat):
-        """λ (M,) with ż = 0 at the sliding pairs: two Newton steps on ż(λ) with the
-        step's Jacobian (exact in one where ż is affine in λ, as for one hidden layer)."""
-        lam = lam_mid(pat)
+        """λ (M,) with ż = 0 at the sliding pairs: two Newton steps on ż(λ) from the step's
+        λ₀ with its Jacobian (exact in one where ż is affine in λ, as for one hidden
+        layer; quadratically close otherwise, λ moving little within a step)."""
+        lam = pat[6]
         for _ in range(2):
             lam = lam - jnp.linalg.solve(pat[5], zdot_sliding(theta, pat, lam))
         return jnp.where(pat[4], lam, 0.0)
@@ -291,7 +328,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
     def margins(theta, pat):
         """(φ, z, per-pair margins, sliding λ-margins): φ > 0 while nothing switches."""
-        piece, off, idx, kink, on, _ = pat
+        piece, off, idx, kink, on = pat[:5]
         lam = jax.lax.cond(
             jnp.any(on),
             lambda _: equivalent_control(theta, pat),
@@ -304,14 +341,17 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
         m = jnp.where(sliding, jnp.inf, m)
         lo, hi = box(kink)
-        lm = jnp.where(on, jnp.minimum(lam - lo, hi - lam) / (hi - lo), jnp.inf)
+        # a sliding pair leaves when λ passes an end of its box by more than the decision's
+        # tolerance (BOX_TOL): λ re-solved at the segment start may sit on the end itself
+        lm = jnp.where(on, jnp.minimum(lam - lo, hi - lam) / (hi - lo) + BOX_TOL, jnp.inf)
         phi = jnp.minimum(jnp.min(m / layer_scales(z)[layer_of_j]), jnp.min(lm, initial=jnp.inf))
         return phi, z, m, lam
 
     # --- one event: the Filippov decision over every pair at a kink ----------------------
 
-    def decide(theta, pat, t_now, counters):
-        piece, off, idx, kink, on, _ = pat
+    def decide(y, pat, t_now, counters):
+        theta = y[0]
+        piece, off, idx, kink, on = pat[:5]
         _, z, m, lam = margins(theta, pat)
         scale_j = layer_scales(z)[layer_of_j]
         tol_j = settings.kink_tol * scale_j
@@ -376,10 +416,13 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             piece_b, off_b, _, kink_b, _ = base
 
             def zdot_s(lam):
+                # with the return term κ(z − c) of the field's equivalent control, so the
+                # decision and the flow agree on λ
                 A, S = affine((piece_b, off_b, idx_k, kink_b, on_k), lam)
                 A, S = fix(A, S)
-                zd, _ = zdot_all(theta, A, S)
-                return jnp.where(on_k, zd[idx_k], 0.0)
+                zd, _, z = zdot_all(theta, A, S, with_z=True)
+                ret = pat[7] * (z[idx_k] - c_tab[kink_b])
+                return jnp.where(on_k, zd[idx_k] + ret, 0.0)
 
             lam_k = lam0
             eye = jnp.eye(K, dtype=dtype)
@@ -398,7 +441,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             lam_all, zd = solve(side)
             zs = jnp.max(jnp.abs(zd)) + tiny
             ztol = 1e-10 * zs
-            btol = 1e-9 * (bhi - blo)
+            btol = 0.5 * BOX_TOL * (bhi - blo)
             v_left = jnp.where(side == 0, zd - ztol, -jnp.inf)  # left needs ż ≤ 0
             v_right = jnp.where(side == 1, -zd - ztol, -jnp.inf)  # right needs ż ≥ 0
             v_box = jnp.where(side == 2, jnp.maximum(blo - lam_all, lam_all - bhi) - btol, -jnp.inf)
@@ -429,6 +472,38 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             fix_one,
             (side, jnp.int32(0), jnp.bool_(True)),
         )
+
+        def min_norm_sides(_):
+            """The minimum-norm element of the Clarke subdifferential over the candidates:
+            min ‖∇L(λ)‖² on the box (∇L linearized in λ at the box middles; exact for one
+            hidden layer), by coordinate descent; λ at an end → that side, inside → sliding.
+            Used when the Filippov active-set iteration does not settle."""
+            lam_c = jnp.where(all_on, 0.5 * (blo + bhi), 0.0)
+
+            def grad_of(lam):
+                A, S = affine((piece, off, all_idx, all_kink, all_on), lam)
+                return ravel_pytree(jax.grad(loss_pat)(theta, A, S))[0]
+
+            g0 = grad_of(lam_c)
+            G = jnp.where(all_on[None, :], jax.jacfwd(grad_of)(lam_c), 0.0)
+            Q = G.T @ G
+            c = G.T @ (g0 - G @ lam_c)
+            qd = jnp.maximum(jnp.diag(Q), tiny)
+
+            def sweep(_, lam):
+                def coord(i, lam):
+                    li = jnp.clip(lam[i] - (Q[i] @ lam + c[i]) / qd[i], blo[i], bhi[i])
+                    return lam.at[i].set(jnp.where(all_on[i], li, lam[i]))
+
+                return jax.lax.fori_loop(0, K, coord, lam)
+
+            lam = jax.lax.fori_loop(0, 100, sweep, lam_c)
+            tol = BOX_TOL * (bhi - blo)
+            lo_side = jnp.where(sl_l <= sl_r, 0, 1)
+            new = jnp.where(lam <= blo + tol, lo_side, jnp.where(lam >= bhi - tol, 1 - lo_side, 2))
+            return new.astype(jnp.int32)
+
+        side = jax.lax.cond(still_bad, min_norm_sides, lambda _: side, None)
         # the new pattern
         lam_all, _ = solve(side)
         new_piece_c = jnp.where(side == 0, all_kink, all_kink + 1)
@@ -454,16 +529,14 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         crossings = jnp.sum(changed_piece & ~was_sliding_c)
         switches = jnp.sum(changed_piece | entered | left_sl)
         del prev_side
-        # offsets: every pair starts the next segment with a positive margin
-        pat2 = (piece2, jnp.zeros_like(off), idx2, kink2, sel_on, pat[5])
-        lam2 = jnp.where(sel_on, lam_all[sel], 0.0)
-        A, S = affine(pat2, lam2)
-        z2 = preacts(theta, A, S)
-        sc2 = layer_scales(z2)[layer_of_j]
-        m2 = jnp.minimum(z2 - lo_tab[piece2], hi_tab[piece2] - z2)
-        off2 = jnp.maximum(0.0, 1e-12 * sc2 - m2)
-        off2 = jnp.where(m2 > 1e-12 * sc2, 0.0, off2)
-        pat2 = with_jacobian(theta, (piece2, off2, idx2, kink2, sel_on, pat[5]))
+        # offsets: every pair starts the next segment with a positive margin, measured
+        # exactly as the step's event function will (same λ solve, same Jacobian), so a
+        # sliding pair's drift cannot re-trigger the event at the same time
+        pat2 = with_jacobian(theta, (piece2, jnp.zeros_like(off), idx2, kink2, sel_on), y)
+        _, z2, m2, _ = margins(theta, pat2)
+        floor = 1e-12 * layer_scales(z2)[layer_of_j]
+        off2 = jnp.where(m2 > floor, 0.0, floor - m2)
+        pat2 = (piece2, off2, *pat2[2:])
         # the switching residual: |z − c| of the located pair(s), relative to the scale
         resid = jnp.max(
             jnp.where(cand_on, jnp.minimum(jnp.abs(d_lo[cand]), jnp.abs(d_hi[cand])), 0.0)
@@ -486,7 +559,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
     obs_fn = settings.observables
 
     def kink_obs(theta, pat):
-        piece, off, idx, kink, on, _ = pat
+        piece, off, idx, kink, on = pat[:5]
         _, z, _, _ = margins(theta, pat)
         sc = layer_scales(z)[layer_of_j]
         sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
@@ -635,6 +708,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             jnp.zeros((M,), jnp.int32),
             jnp.zeros((M,), bool),
             jnp.eye(M, dtype=dtype),
+            jnp.zeros((M,), dtype),
+            jnp.zeros((), dtype),
         )
         return pat
 
@@ -740,7 +815,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
             def with_event(cc):
                 y_e = interp(tau_e)
-                pat2, info = decide(y_e[0], pat, y_e[2], cc["counts"])
+                pat2, info = decide(y_e, pat, y_e[2], cc["counts"])
                 counts = {
                     "switches": cc["counts"]["switches"] + info["switches"],
                     "crossings": cc["counts"]["crossings"] + info["crossings"],
@@ -778,7 +853,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                     "h": h * factor,
                     "st": st1,
                     "jump": jnp.bool_(False),
-                    "pat": with_jacobian(y1[0], pat),
+                    "pat": with_jacobian(y1[0], pat, y1),
                     "code": code.astype(jnp.int32),
                 }
 
@@ -788,6 +863,12 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         return jax.lax.cond(accept, accepted, rejected, None)
 
     return run
+
+
+def _run(dynamic, ts, pts_mask, t0, t1, *, static, settings, layout):
+    """The loop for a (traced) problem: closures built per trace, its arrays as arguments."""
+    problem = eqx.combine(dynamic, static)
+    return _build(problem, settings, layout)(problem.theta0, ts, pts_mask, t0, t1)
 
 
 def simulate_nonsmooth(
@@ -831,7 +912,8 @@ def simulate_nonsmooth(
 
     **Returns:** a `Trajectory` with the observables of `KINK_OBSERVABLES` besides the
     usual ones, and `stats.extra`: `events`, `crossings`, `switches`, `sliding_entries`,
-    `root_evals`, `max_switch_residual`, `max_pattern_mismatch`, `unresolved_events`.
+    `root_evals`, `max_switch_residual`, `max_pattern_mismatch`, `unresolved_events` (events
+    decided by the minimum-norm fallback).
     """
     from ._simulate import check_common, param_save_times, save_times
 
@@ -877,12 +959,14 @@ def simulate_nonsmooth(
         n_save=len(ts),
         n_psave=int(pts_mask.sum()),
     )
-    # the compiled loop closes over the data: the cache entry keeps them alive and is
-    # reused only for the very same model and data arrays (θ(0) and times are arguments)
-    key = (settings, id(problem.model), id(problem.x), id(problem.y), problem.loss_fn)
-    key = key + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem.theta0))
+    # the problem (data, θ(0)) is an argument of the compiled loop: one compilation per
+    # structure (model, loss, shapes), reused across seeds and data values
+    dynamic, static = eqx.partition(problem, eqx.is_array)
+    leaves, treedef = jax.tree_util.tree_flatten(dynamic)
+    s_leaves, s_def = jax.tree_util.tree_flatten(static)
+    key = (settings, treedef, s_def, tuple(s_leaves), tuple((v.shape, v.dtype) for v in leaves))
     args = (
-        problem.theta0,
+        dynamic,
         jnp.asarray(ts, problem.dtype),
         jnp.asarray(pts_mask),
         jnp.asarray(t0, problem.dtype),
@@ -891,10 +975,13 @@ def simulate_nonsmooth(
     start = time.perf_counter()
     entry = _CACHE.get(key)
     if entry is None:
-        compiled = jax.jit(_build(problem, settings, layout)).lower(*args).compile()
+        compiled = jax.jit(
+            functools.partial(_run, static=static, settings=settings, layout=layout)
+        )
+        compiled = compiled.lower(*args).compile()
         if len(_CACHE) >= 16:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = (compiled, problem.model, problem.x, problem.y)
+        _CACHE[key] = (compiled,)
     else:
         compiled = entry[0]
     compile_s = time.perf_counter() - start
@@ -992,7 +1079,7 @@ def simulate_nonsmooth(
             t_reached=t_reached,
             reason=reason,
         )
-    return assemble_trajectory(
+    traj = assemble_trajectory(
         problem,
         times=times,
         observables=obs,
@@ -1002,6 +1089,20 @@ def simulate_nonsmooth(
         config=config,
         certify_rtol=rtol,
     )
+    # the switching certificate: every located switch at its kink, no missed switch at
+    # any save (a pair outside its pattern's piece by more than kink_tol)
+    cert = dict(traj.stats.certificate or {})
+    resid, mismatch = extra["max_switch_residual"], extra["max_pattern_mismatch"]
+    switch_ok = resid <= SWITCH_RESIDUAL_MAX and mismatch == 0
+    cert.update(
+        switch_residual=resid,
+        switch_residual_bound=SWITCH_RESIDUAL_MAX,
+        pattern_mismatch=mismatch,
+        switching_ok=switch_ok,
+        ok=bool(cert.get("ok", True) and switch_ok),
+    )
+    traj.stats = traj.stats.replace(certificate=cert)
+    return traj
 
 
 _CACHE: dict = {}

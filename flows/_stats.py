@@ -194,6 +194,13 @@ def certificate(observables: Mapping, rtol: float) -> dict:
 
 def describe_certificate(cert: Mapping) -> str:
     """One line for a failed certificate, with what to try."""
+    if cert.get("switching_ok") is False:
+        return (
+            f"switching certificate failed: a located switch sat {cert['switch_residual']:.3g} "
+            f"(relative) from its kink (bound {cert['switch_residual_bound']:.3g}) or "
+            f"{cert['pattern_mismatch']:.0f} pairs were outside their pattern's piece at a "
+            "save: a switch was located late or missed. Tighten rtol/atol."
+        )
     return (
         f"accuracy certificate failed: energy-identity residual {cert['max_residual']:.3g} and "
         f"loss rise {cert['max_rise']:.3g} must both be ≤ {CERTIFICATE_FACTOR:g}·rtol·L(0) = "

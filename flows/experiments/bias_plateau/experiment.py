@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ... import _flags as fl
 from ..._checks import Check, Reference, Trend
+from ..._errors import ConfigError
 from ..._eta import ETA_FACTOR, merge_eta
 from ..._flags import Flag
 from ..._sweep import grid_type
@@ -47,7 +48,13 @@ from ..base import (
 from .checks import check_homogeneous_sweep, homogeneous_checks, theorem1_of, trend_checks
 from .config import FILES, NAME, Config, default_config
 from .figures import plot_bias_order, plot_four_class, plot_interpolation, plot_trends
-from .runs import deep_runs, homogeneous_sweep, run_homogeneous, trend_sweep
+from .runs import (
+    deep_runs,
+    homogeneous_sweep,
+    run_deep_relu_flow,
+    run_homogeneous,
+    trend_sweep,
+)
 
 __all__ = ["run", "BiasPlateauExperiment", "EXPERIMENT"]
 
@@ -265,6 +272,20 @@ class BiasPlateauExperiment(AbstractExperiment):
         Flag("r", "homogeneity degree r (default 4)", fl.count("--r")),
         Flag("delta", "init scale δ in (0, 1) (default 0.1)", fl.real("--delta", positive=True)),
         Flag("seed", "PRNG seed (default 0)", fl.seed()),
+        Flag(
+            "net",
+            "'homogeneous' (the r-homogeneous example, default) or 'deep-relu' (a deep ReLU "
+            "net with output bias by the exact piecewise-smooth flow)",
+            choices=("homogeneous", "deep-relu"),
+        ),
+        Flag("depth", "deep-relu: weight matrices r (default 4)", fl.count("--depth")),
+        Flag("width", "deep-relu: hidden width (default 16)", fl.count("--width")),
+        Flag("t1", "deep-relu: final time (default 10)", fl.positive("--t1")),
+        Flag(
+            "data",
+            "deep-relu: 'synthetic' (§4 data, default) or 'digits'",
+            choices=("synthetic", "digits"),
+        ),
     )
     sweep_flags = (
         Flag(
@@ -345,8 +366,35 @@ class BiasPlateauExperiment(AbstractExperiment):
 
     def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
         """The r-homogeneous example's exact flow (t1 from the reduced model's blow-up
-        times)."""
+        times), or with `--net deep-relu` a deep ReLU net by the exact piecewise-smooth
+        flow."""
         given = {k: v for k, v in options.items() if v is not None}
+        deep_only = ("depth", "width", "t1", "data")
+        if given.pop("net", "homogeneous") == "deep-relu":
+            wrong = sorted(set(given) & {"k", "r"})
+            if wrong:
+                raise ConfigError(
+                    f"--{wrong[0]} applies to the r-homogeneous net, not to --net deep-relu "
+                    "(its flags: --depth, --width, --delta, --seed, --t1, --data)."
+                )
+            deep = {k: given.pop(k) for k in deep_only if k in given}
+            if "delta" in given:
+                given["deep_delta"] = given.pop("delta")
+            cfg = dataclasses.replace(Config(), **given)
+            traj = run_deep_relu_flow(
+                cfg,
+                depth=deep.get("depth", 4),
+                width=deep.get("width", 16),
+                t1=deep.get("t1", 10.0),
+                data_name=deep.get("data", "synthetic"),
+            )
+            return Simulated(traj, cfg.deep_rtol)
+        wrong = sorted(set(given) & set(deep_only))
+        if wrong:
+            raise ConfigError(
+                f"--{wrong[0]} applies to --net deep-relu only; the r-homogeneous example takes "
+                "--k, --r, --delta, --seed."
+            )
         cfg = dataclasses.replace(Config(), **given)
         return Simulated(run_homogeneous(cfg).traj, cfg.rtol)
 

@@ -18,6 +18,7 @@ from ..._checks import Check
 from ..._data import Dataset
 from ..._errors import ConfigError
 from ..._eta import ETA_FACTOR, merge_eta
+from ..._nonsmooth import simulate_nonsmooth
 from ..._problem import make_problem
 from ..._simulate import simulate
 from ..._stages import first_crossing
@@ -379,6 +380,33 @@ def _deep_run_checks(run: DeepRun, cfg: Config) -> list[Check]:
     checks += theorem1_checks(run, cfg)
     checks.append(check_measured_plateau(run, theorem1_of(run), cfg))
     return checks
+
+
+def run_deep_relu_flow(
+    cfg: Config, *, depth: int, width: int, t1: float, data_name: str = "synthetic"
+) -> Trajectory:
+    """A deep ReLU net (output bias, init scale `deep_delta`) trained by the exact
+    piecewise-smooth flow (`flows.simulate_nonsmooth`): switches located, kink counts saved.
+    `data_name`: 'synthetic' (the §4 data scaled to the unit ball) or 'digits'."""
+    if data_name == "digits":
+        data, k = digits_data("train", n_per_class=cfg.digits_n_per_class), 10
+    else:
+        data, k = synthetic_deep_data(cfg, cfg.seed), cfg.k
+    model = DeepFCN(
+        d=data.d, k=k, depth=depth, width=width, activation="relu", delta=cfg.deep_delta
+    )
+    problem = make_problem(model, data, key=cfg.seed, loss_fn=class_sum_cross_entropy)
+    traj = simulate_nonsmooth(
+        problem,
+        t1=t1,
+        n_save=201,
+        rtol=cfg.deep_rtol,
+        atol=cfg.deep_atol,
+        observables=classification_observables,
+        save_params="ends",
+    )
+    traj.config["experiment"] = {"name": NAME, "part": "deep relu", "data": data_name}
+    return traj
 
 
 # ---------------------------------------------------------------------------------------

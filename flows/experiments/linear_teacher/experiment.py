@@ -281,7 +281,13 @@ class LinearTeacherExperiment(AbstractExperiment):
         Flag("init", f"init scale in (0, {MAX_INIT:g}] (default 1e-4)", fl.positive("--init")),
         Flag("slope", "leaky slope α in [0, 1) (default 0.1)", fl.real("--slope", lo=0.0, hi=1.0)),
         Flag("seed", "PRNG seed (default 0)", fl.seed()),
-        Flag("t1", "final time (default 1e8)", fl.positive("--t1")),
+        Flag("t1", "final time (default 1e8; outlier data 1e5)", fl.positive("--t1")),
+        Flag(
+            "data",
+            "'gaussians' (symmetric Gaussians, default) or 'outlier' (App. J: antipodal "
+            "Gaussians plus one outlier)",
+            choices=("gaussians", "outlier"),
+        ),
     )
     sweep_flags = (
         Flag(
@@ -332,12 +338,21 @@ class LinearTeacherExperiment(AbstractExperiment):
         return teacher_sweep(out, **{k: v for k, v in options.items() if v is not None}, **engine)
 
     def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
-        """The exact flow on symmetric Gaussians with the loss clock."""
-        given = {k: v for k, v in options.items() if v is not None and k != "init"}
+        """The exact piecewise-smooth flow (loss clock) on symmetric Gaussians, or on the
+        outlier data (`--data outlier`); kink counts are saved with the trajectory."""
+        skip = ("init", "data")
+        given = {k: v for k, v in options.items() if v is not None and k not in skip}
+        init = options.get("init")
+        if options.get("data") == "outlier":
+            t1 = given.pop("t1", None)
+            cfg = dataclasses.replace(Config(), **given)
+            obs_kwargs = {"beta": cfg.beta, "kink_cos": cfg.kink_cos}
+            traj, _ = run_outlier(cfg, obs_kwargs, init=init, t1=t1)
+            return Simulated(traj, cfg.rtol)
         cfg = dataclasses.replace(Config(), **given)
         data = symmetric_gaussians(cfg.n, 2, mean=cfg.mean, seed=cfg.seed)
-        obs = teacher_observables(teacher=data.teacher, beta=cfg.beta)
-        init = cfg.small_init if options.get("init") is None else options["init"]
+        obs = teacher_observables(teacher=data.teacher, beta=cfg.beta, kink_cos=cfg.kink_cos)
+        init = cfg.small_init if init is None else init
         return Simulated(run_flow(cfg, data, init, obs), cfg.rtol)
 
 

@@ -135,16 +135,19 @@ def outlier_data(cfg: Config) -> SeparableData:
     return antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier))
 
 
-def run_outlier(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, SeparableData]:
-    """The outlier data (App. J) by the exact flow (loss clock to `outlier_t1`)."""
+def run_outlier(
+    cfg: Config, obs_kwargs: dict, *, init: float | None = None, t1: float | None = None
+) -> tuple[Trajectory, SeparableData]:
+    """The outlier data (App. J) by the exact flow (loss clock to `t1`, default
+    `outlier_t1`; init scale default `small_init`)."""
     data = outlier_data(cfg)
-    problem = make_problem(
-        _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
-    )
+    init = cfg.small_init if init is None else init
+    t1 = cfg.outlier_t1 if t1 is None else t1
+    problem = make_problem(_model(cfg, 2, init), data.train, key=cfg.seed, loss_fn=logistic)
     traj = simulate_nonsmooth(
         problem,
-        t1=cfg.outlier_t1,
-        ts=log_save_times(cfg.outlier_t1, 41, first=0.1),
+        t1=t1,
+        ts=log_save_times(t1, 41, first=0.1),
         clock="loss",
         rtol=cfg.rtol,
         atol=cfg.atol,
