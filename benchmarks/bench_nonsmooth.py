@@ -9,13 +9,15 @@ One process, three problems, each run once to compile and then timed:
 2. outlier data (App. J, k = 10, init 1e-4, 60 points + outlier), loss clock to t = 1e5:
    the same three, the plain flow with a step budget (it stalls in the sliding mode).
 3. deep ReLU net (depth 4, width 16, output bias, δ = 1e-3) on 8×8 digits (10 per class),
-   to t = `--deep-t1`: the event flow at rtol 1e-3 … 1e-6 and GD at η = 0.05, 0.0125,
-   0.003125, all against the event flow at rtol 1e-10: error in θ, evaluations, wall.
+   to t = `--deep-t1` (default 5; the exact flow of this net meets an unresolved
+   multi-surface chattering near t ≈ 10–35, see the README): the event flow at rtol
+   1e-3 … 1e-6 and GD at η = 0.05, 0.0125, 0.003125, all against the event flow at rtol
+   1e-10: error in θ, evaluations, wall.
 
 Errors: max|Δθ| / max|θ| at t1, and max over save times of |ΔL| / L. Writes
 `benchmarks/results/nonsmooth.md` and `.json`.
 
-    python benchmarks/bench_nonsmooth.py [--deep-t1 10]
+    python benchmarks/bench_nonsmooth.py [--deep-t1 5]
 """
 
 from __future__ import annotations
@@ -94,11 +96,14 @@ def deep_case(t1: float) -> list[dict]:
     data = bp.digits_data("train", n_per_class=10)
     model = DeepFCN(d=data.d, k=10, depth=4, width=16, activation="relu", delta=1e-3)
     pb = flows.make_problem(model, data, key=0, loss_fn=bp.class_sum_cross_entropy)
-    ref = flows.simulate_nonsmooth(pb, t1=t1, n_save=11, rtol=1e-10, atol=1e-13)
+    ref = flows.simulate_nonsmooth(pb, t1=t1, n_save=11, rtol=1e-10, atol=1e-13, throw=False)
+    assert ref.stats.ok, f"reference failed: {ref.stats.reason}"
     rows = []
     for rtol in (1e-3, 1e-4, 1e-6):
         tr, wall = timed(
-            lambda r=rtol: flows.simulate_nonsmooth(pb, t1=t1, n_save=11, rtol=r, atol=r * 1e-3)
+            lambda r=rtol: flows.simulate_nonsmooth(
+                pb, t1=t1, n_save=11, rtol=r, atol=r * 1e-3, throw=False
+            )
         )
         rows.append(row(f"deep ReLU: event flow, rtol {rtol:g}", tr, wall, ref))
     for eta in (0.05, 0.0125, 0.003125):
@@ -111,7 +116,7 @@ def deep_case(t1: float) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--deep-t1", type=float, default=10.0)
+    ap.add_argument("--deep-t1", type=float, default=5.0)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "nonsmooth"))
     args = ap.parse_args()
     rows = []
