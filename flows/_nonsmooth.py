@@ -141,7 +141,7 @@ def _tree_rms(tree) -> jax.Array:
 
 
 def _sq(tree) -> jax.Array:
-    return sum(jnp.sum(v * v) for v in jax.tree_util.tree_leaves(tree))
+    return sum((jnp.sum(v * v) for v in jax.tree_util.tree_leaves(tree)), jnp.zeros(()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +164,7 @@ class _Settings:
 def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C901
     """The compiled loop for this problem's structure (closure over static settings)."""
     pl = problem.model.activation_kinks
+    assert pl is not None  # checked by simulate_nonsmooth
     c_np, vc_np, a_np, s_np = pl.tables()
     n_kinks = len(c_np)
     M, C = settings.max_sliding, settings.max_candidates
@@ -219,11 +220,16 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         sl, sr = s_tab[kink], s_tab[kink + 1]
         return jnp.minimum(sl, sr), jnp.maximum(sl, sr)
 
-    def zdot_all(theta, A, S, with_z=False):
+    def zdot_z(theta, A, S):
+        """(ż of every pair along the field, ∇L, z) under the affine maps (A, S)."""
         g = jax.grad(loss_pat)(theta, A, S)
         f = jax.tree_util.tree_map(jnp.negative, g)
         z, zd = jax.jvp(lambda th: preacts(th, A, S), (theta,), (f,))
-        return (zd, g, z) if with_z else (zd, g)
+        return zd, g, z
+
+    def zdot_all(theta, A, S):
+        zd, g, _ = zdot_z(theta, A, S)
+        return zd, g
 
     def zdot_sliding(theta, pat, lam):
         """ż + κ(z − c) of the sliding pairs (0 in empty slots) with their slopes set to λ:
@@ -232,7 +238,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         clock) instead of drifting further."""
         _, _, idx, kink, on = pat[:5]
         A, S = affine(pat, lam)
-        zd, _, z = zdot_all(theta, A, S, with_z=True)
+        zd, _, z = zdot_z(theta, A, S)
         i = jnp.where(on, idx, 0)
         return jnp.where(on, zd[i] + pat[7] * (z[i] - c_tab[kink]), 0.0)
 
@@ -442,7 +448,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                 # decision and the flow agree on λ
                 A, S = affine((piece_b, off_b, idx_k, kink_b, on_k), lam)
                 A, S = fix(A, S)
-                zd, _, z = zdot_all(theta, A, S, with_z=True)
+                zd, _, z = zdot_z(theta, A, S)
                 ret = pat[7] * (z[idx_k] - c_tab[kink_b])
                 return jnp.where(on_k, zd[idx_k] + ret, 0.0)
 
@@ -949,8 +955,8 @@ def simulate_nonsmooth(
     from ._simulate import check_common, param_save_times, save_times
 
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
-    pl = getattr(problem.model, "activation_kinks", None)
-    if pl is None or not hasattr(problem.model, "forward"):
+    pl = problem.model.activation_kinks
+    if pl is None:
         raise ConfigError(
             f"{type(problem.model).__name__} declares no kink points (`activation_kinks`) "
             "and no `forward(params, x, act)`, so its flow cannot be integrated through the "
@@ -1120,7 +1126,7 @@ def simulate_nonsmooth(
     )
     # the switching certificate: every located switch at its kink, no missed switch at
     # any save (a pair outside its pattern's piece by more than kink_tol)
-    cert = dict(traj.stats.certificate or {})
+    cert = dict(traj.stats["certificate"])
     resid, mismatch = extra["max_switch_residual"], extra["max_pattern_mismatch"]
     switch_ok = resid <= SWITCH_RESIDUAL_MAX and mismatch == 0
     cert.update(
@@ -1130,6 +1136,7 @@ def simulate_nonsmooth(
         switching_ok=switch_ok,
         ok=bool(cert.get("ok", True) and switch_ok),
     )
+    assert isinstance(traj.stats, SolveStats)
     traj.stats = traj.stats.replace(certificate=cert)
     return traj
 

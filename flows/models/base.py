@@ -9,6 +9,7 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
+from .._kinks import PiecewiseLinear
 from .._validate import as_bool, as_float, as_int
 
 #: What a model's call accepts for parameters and inputs: JAX or NumPy arrays.
@@ -56,6 +57,21 @@ class AbstractModel(eqx.Module):
     def param_dims(self) -> dict[str, tuple[str, ...]]:
         """Dimension names of each parameter (for labelled results); override per family."""
         return {}
+
+    @property
+    def activation_kinks(self) -> PiecewiseLinear | None:
+        """The activation's kink points, for the exact flow through them
+        (`flows.simulate_nonsmooth`); None for a smooth activation (the default)."""
+        return None
+
+    def forward(self, params: PyTree, x: Float[Array, "n d"], act) -> Float[Array, "n ..."]:
+        """The model with its activation given as `act(layer, z)` (pre-activations z of shape
+        (n, units) per named layer): what a model with kinks provides for
+        `flows.simulate_nonsmooth`."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not provide forward(params, x, act); the exact flow "
+            "through kinks needs it (see LeakyReLUNet.forward)."
+        )
 
     @abc.abstractmethod
     def describe(self) -> dict:
