@@ -29,6 +29,12 @@ ratios hold on a noisy machine.
     python benchmarks/bench_work_precision.py --quick               # smoke test, tiny sizes
     python benchmarks/bench_work_precision.py --exclude 'η=1e-04'   # drop rows by label
     python benchmarks/bench_work_precision.py --repeat 3            # fastest of 3 per row
+    python benchmarks/bench_work_precision.py --stiff               # stiff problems, ~10 min
+
+`--stiff` runs `work_precision/stiff.py` instead: every solver the toolkit ships on the
+heat equation (N = 200, 1000; exact), the Brusselator (N = 100), a quadratic + quartic
+flow (d = 200) and the small multi-stage problem (scipy Radau references) at rtol 1e-3 …
+1e-8, writing `work_precision_stiff.md/.json/.png` (err/rtol and evaluations).
 
 Writes `work_precision_<case>.md` (headline ratios and the table), `.png` (error vs wall
 time and vs evaluations, log–log) and `.json` (rows, machine, versions, settings) under
@@ -64,6 +70,12 @@ def main(argv=None) -> list[dict]:
     `files`)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--case", choices=[*cases.CASES, "all"], default="all")
+    p.add_argument(
+        "--stiff",
+        action="store_true",
+        help="instead: every solver on the stiff problems of work_precision/stiff.py "
+        "(err/rtol tables, work-precision figure)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few methods (smoke test)")
     p.add_argument("--out", default=str(RESULTS), help="output folder")
     p.add_argument("--repeat", type=int, default=1, help="runs per method; the fastest counts")
@@ -78,6 +90,11 @@ def main(argv=None) -> list[dict]:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be ≥ 1")
+    if args.stiff:
+        from work_precision import stiff
+
+        res = stiff.run_all(args.out, quick=args.quick)
+        return [dict(case="stiff", results=res)]
     methods.set_torch_threads(args.torch_threads)
     names = list(cases.CASES) if args.case == "all" else [args.case]
     return [run.run_case(cases.CASES[n](args.quick), args) for n in names]

@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
+import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,12 +24,17 @@ from ._errors import ConfigError, SolverError
 from ._loss_clock import solve_loss_clock
 from ._misc import tree_sq_norm
 from ._problem import Problem
-from ._rkc import RKC2, rkc_eval_counts
+from ._rkc import AbstractStabilizedSolver, rkc_eval_counts
 from ._solvers import (
+    AUTO_ESERK_MAX_RTOL,
+    AUTO_STIFF_RHO_SPAN,
     EVAL_COUNTER,
+    FIRST_STEP_STABILITY,
     SolverChoice,
     cached,
+    initial_step,
     resolve_solver,
+    spectral_radius,
 )
 from ._solvers import SOLVERS as SOLVERS
 from ._stats import Result, SolveStats, advice, failure_reason
@@ -183,6 +190,12 @@ def flow_config(
         "save_params": save_params,
         "dtype": str(problem.dtype),
         "stop": describe_stop(stop),
+        "kinks": (
+            "integrated as if smooth (the kinks are not located: see "
+            "flows.simulate_nonsmooth for the exact flow)"
+            if getattr(problem.model, "activation_kinks", None) is not None
+            else "none"
+        ),
     }
 
 
@@ -198,6 +211,8 @@ def rkc_extra(solver_state, index: int | None = None, *, last_stages: bool = Tru
     if last_stages:
         extra["last_stages"] = int(c["stages"])
     extra["nonstiff_steps"] = int(c["nonstiff_steps"])  # non-stiff (Tsit5) steps
+    extra["rho_redos"] = int(c["redos"])  # steps redone with a fresh ρ (secant check)
+    extra["split_steps"] = int(c["substeps"])  # steps split beyond max_stages
     return int(c["vf_evals"] + c["jvp_evals"]), extra
 
 
@@ -220,24 +235,74 @@ class FlowSettings:
     stop: Callable | None = None
 
 
+#: Power iterations (Hessian-vector products) behind the toolkit's first step; with the two
+#: field evaluations of the step rule, `FIRST_STEP_EVALS` evaluations, reported apart as
+#: `stats.extra["first_step_evals"]` (not in `stats.vf_evals`, which counts the solver's).
+FIRST_STEP_POWER_ITERS = 20
+FIRST_STEP_EVALS = FIRST_STEP_POWER_ITERS + 2
+
+
+def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1):
+    """(first step, ρ at θ(0)) in clock units: `settings.dt0` when given (ρ then NaN, not
+    measured), else the toolkit's choice (`flows._solvers.initial_step`) from ρ — 20
+    Hessian-vector products at θ(0) — and the tolerances, capped by the stability bound
+    of a classical explicit solver. diffrax 0.7 would start every wrapped-term solve at
+    0.01 (its own heuristic only sees an unwrapped `ODETerm`)."""
+    fdt = problem.dtype
+    if settings.dt0 is not None:
+        return jnp.asarray(settings.dt0, fdt), jnp.asarray(jnp.nan, fdt)
+    e0 = y0[1]
+    rho = spectral_radius(
+        lambda th: vector_field(t0, (th, e0), problem)[0], y0[0], FIRST_STEP_POWER_ITERS
+    )
+    explicit_classic = not isinstance(
+        solver, AbstractStabilizedSolver | diffrax.AbstractImplicitSolver
+    )
+    order = solver.order(diffrax.ODETerm(vector_field)) or 1
+    # θ only: the energy E starts at 0 with only atol as its scale, which would make the
+    # first step needlessly tiny (the controller then spends steps growing it)
+    h = initial_step(
+        lambda t, th: vector_field(t, (th, e0), problem)[0],
+        t0,
+        y0[0],
+        rtol=settings.rtol,
+        atol=settings.atol,
+        order=int(order),
+        # the estimate approaches ρ from below: 1.2 as the stabilized solvers use
+        rho=1.2 * rho + 1e-12,
+        stability=FIRST_STEP_STABILITY if explicit_classic else None,
+        span=t1 - t0,
+    )
+    # one first step for a whole vmapped batch (`flows.simulate_batch`): the smallest of its
+    # members'. Unbatched, the solve then takes bit-for-bit the steps it takes alone (a
+    # batched start time rounds differently in the last bits).
+    h = -eqxi.unvmap_max(-h)
+    return h.astype(fdt), rho.astype(fdt)
+
+
 def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
     """One `diffrax.diffeqsolve` of the flow with the energy as an extra state; `ts`, `pts`,
     `t0`, `t1` are clock values. Saves the observables at `ts`, (t, θ, observables) at the
-    end, θ at `pts`, and RKC2's state (its evaluation counts)."""
+    end, θ at `pts`, (first step, ρ(θ(0))) last, and a stabilized solver's state (its
+    evaluation counts). With `settings.dt0` None the first step is the toolkit's
+    (`first_step`)."""
     # diffrax promotes the state to the times' dtype: float64 times would silently turn a
     # float32 problem's θ (and so its whole vector field) into float64
     ts, pts, t0, t1 = (jnp.asarray(v, dtype=problem.dtype) for v in (ts, pts, t0, t1))
     obs_fn = settings.observables
     clock = settings.clock
 
-    def vector_field(s, y, prob):
+    def field(s, y, prob, count: bool):
         theta, _ = y
         g = prob.grad(theta)
-        if settings.count_evals:
+        if count:
             bad = ~jnp.isfinite(tree_sq_norm(g))
             jax.debug.callback(EVAL_COUNTER, bad)
         h = clock.rate(s, y[1].dtype)  # dt/ds
         return jax.tree_util.tree_map(lambda v: -h * v, g), h * tree_sq_norm(g)
+
+    def vector_field(s, y, prob):
+        return field(s, y, prob, settings.count_evals)
 
     def save_obs(s, y, prob):
         theta, energy = y
@@ -266,14 +331,20 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
     if pts.shape[0]:
         subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
     meter = diffrax.TextProgressMeter() if settings.progress else diffrax.NoProgressMeter()
-    rkc = isinstance(solver, RKC2)  # its evaluation counts are in its state
+    rkc = isinstance(solver, AbstractStabilizedSolver)  # its counts are in its state
+    y0 = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
+    # the first-step choice is not counted by the callback: `stats.extra["first_step_evals"]`
+    plain = lambda s_, y_, prob: field(s_, y_, prob, False)  # noqa: E731
+    dt0, rho0 = first_step(settings, solver, plain, problem, y0, t0, t1)
+    # reported in the trajectory's stats (`dt0`, `rho0`): saved once, at t0
+    subs.append(diffrax.SubSaveAt(t0=True, fn=lambda t, y, prob: (dt0, rho0)))
     return diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         solver,
         t0,
         t1,
-        settings.dt0,
-        (problem.theta0, jnp.zeros((), dtype=problem.dtype)),
+        dt0,
+        y0,
         args=problem,
         saveat=diffrax.SaveAt(subs=subs, solver_state=rkc),
         stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
@@ -282,6 +353,40 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
         progress_meter=meter,
         event=event,
     )
+
+
+def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> dict:
+    """What `simulate(solver='auto')` chooses from: ρ, the spectral radius of ∇²L(θ(0))
+    (20 Hessian-vector products, power iteration; an estimate from below), ρ·(t1 − t0)
+    in physical time, and the rule (`flows.auto_solver`)."""
+    fn, _ = cached(
+        ("stiffness", jax.tree_util.tree_structure(problem))
+        + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)),
+        lambda: jax.jit(
+            lambda prob: spectral_radius(
+                lambda th: jax.tree_util.tree_map(jnp.negative, prob.grad(th)), prob.theta0, 20
+            )
+        ),
+    )
+    rho = float(fn(problem))
+    return {
+        "rho": rho,
+        "rho_span": rho * (t1 - t0),
+        "rtol": rtol,
+        "rule": (
+            f"tsit5 if rho*(t1-t0) < {AUTO_STIFF_RHO_SPAN:g}, else rkc at rtol >= "
+            f"{AUTO_ESERK_MAX_RTOL:g}, else eserk4"
+        ),
+    }
+
+
+#: What `simulate` says when the model's activation has kinks (ReLU, leaky ReLU).
+KINKS_WARNING = (
+    "this model's activation has kinks: `simulate` integrates its flow as if the field were "
+    "smooth (switches are not located; error control is unreliable at kinks, and a sliding "
+    "mode can stall the solver). Use flows.simulate_nonsmooth for the exact flow through "
+    "the kinks, or a smoothed activation (smoothing=ε)."
+)
 
 
 def simulate(
@@ -309,19 +414,28 @@ def simulate(
     The state is (θ, E) with Ė = ‖∇L‖², so the energy identity L(0) − L(t) = E(t) is an
     accuracy certificate computed alongside (observable `energy_residual`).
 
+    For a model whose activation has kinks (`model.activation_kinks`: ReLU, leaky ReLU) the
+    field is discontinuous; `simulate` integrates it as if smooth, with a warning
+    (`KINKS_WARNING`) and `config["kinks"]` saying so. The exact flow through the kinks
+    (located switches, Filippov sliding) is `flows.simulate_nonsmooth`.
+
     **Arguments:**
     - `problem`: the objective and θ(0) (`flows.make_problem`).
     - `t1`, `t0`: time span (physical time of the flow).
     - `solver`: a name in `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5',
-      'rkc'), 'auto' ('rkc' at rtol ≥ 1e-5, else 'tsit5'; `flows.auto_solver`),
+      'rkc', 'eserk4'), 'auto' (measures ρ·(t1 − t0), ρ the Hessian's spectral radius at
+      θ(0) by power iteration: 'tsit5' below 250, else 'rkc' at rtol ≥ 1e-6 and 'eserk4'
+      below; `flows.auto_solver`; the numbers and the choice are recorded in
+      `config["solver_auto"]` and `stats.extra` `auto_rho`, `auto_rho_span`),
       or a diffrax solver object (any adaptive `diffrax.AbstractSolver`, e.g.
       `diffrax.Dopri5()`, `flows.RKC2(rho_every=10)`). An object equal to a named solver is
       recorded under its name; the config records every solver's class and settings.
       RKC2 ('rkc' is `RKC2(nonstiff='tsit5', tolerances=(rtol, atol))`) also reports
       `stats.extra`: `jvp_evals` (Hessian-vector products of its power iteration;
       `vf_evals` counts each once more, as the primal evaluation inside it),
-      `spectral_radius`, `last_stages` and `nonstiff_steps` (accuracy-limited steps that it
-      took with its non-stiff method; see `flows.RKC2`).
+      `spectral_radius`, `last_stages`, `nonstiff_steps` (accuracy-limited steps that it
+      took with its non-stiff method; see `flows.RKC2`), `rho_redos` and `split_steps`;
+      ESERK4 ('eserk4', `flows.ESERK4`) the same.
     - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
     - `ts` or `n_save`: physical save times (default `n_save` equally spaced points on
       [t0, t1]; `flows.log_save_times` for late-phase runs).
@@ -335,7 +449,10 @@ def simulate(
       segment by segment between save times, `max_steps` per segment, t1 always saved, the
       observable `s` records the clock; no `stop`, no `dt0`, explicit solvers only; see
       `flows.LossClock`). Save times stay physical.
-    - `max_steps`: solver step budget. `dt0`: initial step (None: chosen automatically).
+    - `max_steps`: solver step budget. `dt0`: initial step (None: chosen by the toolkit
+      from ρ(θ(0)) and the tolerances, `flows._solvers.initial_step`; recorded as
+      `stats.extra["dt0"]`, with `rho0` and `first_step_evals` — 22 evaluations, not in
+      `vf_evals`).
     - `progress`: print a progress meter. `count_evals`: how to count vector-field calls:
       'auto' (default) from the step count for Tsit5, Dopri5, Dopri8 (`EVALS_PER_STEP`), from
       the solver's own count for RKC2 (exact on accepted steps; evaluations of rejected
@@ -358,11 +475,23 @@ def simulate(
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
+    if getattr(problem.model, "activation_kinks", None) is not None:
+        warnings.warn(KINKS_WARNING, stacklevel=2)
     clock = as_clock(clock)
     max_steps = as_int("max_steps", max_steps, minimum=1)
     dt0 = check_dt0(dt0)
     check_initial_state(problem)
-    choice = resolve_solver(solver, rtol, atol, problem.n_params, problem.dtype)
+    auto = None
+    if isinstance(solver, str) and solver == "auto":
+        auto = measure_stiffness(problem, t0, t1, rtol)
+    choice = resolve_solver(
+        solver,
+        rtol,
+        atol,
+        problem.n_params,
+        problem.dtype,
+        rho_span=None if auto is None else auto["rho_span"],
+    )
     if count_evals not in (True, False, "auto"):
         raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
     if isinstance(clock, LossClock):
@@ -458,6 +587,14 @@ def simulate(
         own, extra = rkc_extra(sol.solver_state)
         if state_count:
             vf_evals = own
+    dt0_used, rho0 = (float(np.asarray(v).reshape(-1)[0]) for v in sol.ys[-1])
+    extra["dt0"] = dt0_used  # first step (clock units), the toolkit's when dt0=None
+    if dt0 is None:
+        extra["rho0"] = rho0  # power-iteration estimate of ρ(∇²L(θ(0))) (clock units)
+        extra["first_step_evals"] = FIRST_STEP_EVALS  # its HVPs and 2 field evaluations
+    if auto is not None:
+        extra["auto_rho"] = auto["rho"]
+        extra["auto_rho_span"] = auto["rho_span"]
     stats = SolveStats(
         result=result,
         reason=reason,
@@ -494,6 +631,8 @@ def simulate(
         save_params=save_params,
         stop=stop,
     )
+    if auto is not None:
+        config["solver_auto"] = {**auto, "chosen": choice.name}
     if not ok and throw:
         raise SolverError(
             f"gradient-flow solve stopped at t = {t_reached:.6g} of t1 = {t1}: {reason}. "

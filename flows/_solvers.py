@@ -15,10 +15,14 @@ import jax
 import jax.numpy as jnp
 
 from ._errors import ConfigError
-from ._rkc import RKC2
+from ._eserk import ESERK4
+from ._implicit import is_matrix_free, matrix_free_kvaerno5
+from ._rkc import RKC2, AbstractStabilizedSolver
 
 __all__ = [
+    "AUTO_ESERK_MAX_RTOL",
     "AUTO_RKC_MIN_RTOL",
+    "AUTO_STIFF_RHO_SPAN",
     "EVALS_PER_STEP",
     "FLOAT32_IMPLICIT_MIN_RTOL",
     "FLOAT32_MIN_RTOL",
@@ -31,6 +35,8 @@ __all__ = [
     "SolverChoice",
     "auto_solver",
     "cached",
+    "initial_step",
+    "spectral_radius",
     "describe_solver",
     "make_solver",
     "resolve_solver",
@@ -41,19 +47,33 @@ __all__ = [
 #: tolerances), Kvaerno5 (implicit, for stiff runs; forms the dense Hessian, so small
 #: problems only), RKC2 (second-order Runge–Kutta–Chebyshev: stabilized explicit, for
 #: gradient flows whose step is limited by the Hessian's spectral radius; its non-stiff,
-#: accuracy-limited steps are Tsit5 steps; `flows.RKC2`).
+#: accuracy-limited steps are Tsit5 steps; tolerance-proportional control; `flows.RKC2`),
+#: ESERK4 (fourth-order stabilized explicit, extrapolated Chebyshev steps, for the same
+#: flows at tight tolerances; `flows.ESERK4`), Kvaerno5-CG (Kvaerno5 whose Newton systems
+#: are solved by conjugate gradients on Hessian-vector products: matrix-free, any size;
+#: `flows._implicit`).
 SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
     "kvaerno5": diffrax.Kvaerno5,
     "rkc": RKC2,
+    "eserk4": ESERK4,
+    "kvaerno5-cg": lambda: matrix_free_kvaerno5(1e-6, 1e-9),
 }
-#: The implicit solvers among `SOLVERS` (they form the dense Jacobian of the field).
+#: The implicit solvers among `SOLVERS` that form the dense Jacobian of the field
+#: ('kvaerno5-cg' is implicit but matrix-free, so not limited by `MAX_IMPLICIT_PARAMS`).
 IMPLICIT_SOLVERS = frozenset({"kvaerno5"})
 #: The algorithm behind a solver name where the name alone does not say it (recorded in
 #: sweep manifests, so results of an earlier algorithm are not mixed with the new one).
-SOLVER_METHODS = {"rkc": "RKC2, non-stiff steps (h·rho < 1.95) by Tsit5"}
+SOLVER_METHODS = {
+    "rkc": (
+        "RKC2, non-stiff steps (h·rho < 1.95) by Tsit5, RKC steps controlled to "
+        "rtol·sqrt(rtol/1e-3), sub-steps beyond max_stages, secant check for a stale rho"
+    ),
+    "eserk4": "ESERK4 (extrapolated first-order Chebyshev, eps = 2), non-stiff steps by Tsit5",
+    "kvaerno5-cg": "Kvaerno5, Newton (optimistix) with lineax CG on Hessian-vector products",
+}
 #: Vector-field evaluations per step of the explicit solvers as diffrax implements them
 #: (plus one at the start): Tsit5 and Dopri5 are FSAL with 7 stages, Dopri8 has 13.
 #: Checked against a host-callback count in the tests.
@@ -65,26 +85,121 @@ MAX_IMPLICIT_PARAMS = 4000
 #: the linear teacher, float32, rtol 1e-6 did not finish in 15 min; rtol 1e-4: 0.35 s).
 FLOAT32_MIN_RTOL = 1e-6
 FLOAT32_IMPLICIT_MIN_RTOL = 1e-4
-#: `solver='auto'` picks RKC2 at tolerances where a second-order method is accurate enough
-#: (rtol ≥ this) and Tsit5 below. Measured on the multi-stage default
-#: (benchmarks/results/work_precision_multistage.md): there the flow is stability-limited,
-#: and RKC2 at rtol 1e-5 reaches gradient descent's (η = 1e-3) error with 35× fewer
-#: evaluations (3× fewer than Tsit5 at any tolerance); at tighter targets Tsit5's fifth
-#: order wins (RKC2's error there is set by its second-order stabilized steps).
+#: `solver='auto'` measures ρ·(t1 − t0) — ρ the spectral radius of the Hessian at θ(0)
+#: (power iteration on Hessian-vector products, `spectral_radius`) — and picks:
+#: Tsit5 when ρ·(t1 − t0) < `AUTO_STIFF_RHO_SPAN` (the step is not stability-limited for
+#: long: Tsit5's stability bound alone costs < 6·ρT/3.3 ≈ 450 evaluations); else a
+#: stabilized solver, RKC2 at rtol ≥ `AUTO_ESERK_MAX_RTOL` and ESERK4 below (where the
+#: fourth order pays for its ~8× dearer steps). Measured on the stiff problems of
+#: benchmarks/results/work_precision_stiff.md.
+AUTO_STIFF_RHO_SPAN = 250.0
+AUTO_ESERK_MAX_RTOL = 1e-6
+#: Without a measurement (`resolve_solver_name` for sweeps, `auto_solver(rtol)`): RKC2 at
+#: rtol ≥ this, else Tsit5 (the rule of thumb before the measurement existed).
 AUTO_RKC_MIN_RTOL = 1e-5
 
 
-def auto_solver(rtol: float) -> str:
-    """The solver `simulate(solver='auto')` uses at this rtol ('rkc' or 'tsit5')."""
-    return "rkc" if rtol >= AUTO_RKC_MIN_RTOL else "tsit5"
+def auto_solver(rtol: float, rho_span: float | None = None) -> str:
+    """The solver `simulate(solver='auto')` uses at this rtol, given the measured
+    ρ·(t1 − t0) (`rho_span`; None: the rule of thumb without a measurement, 'rkc' at
+    rtol ≥ 1e-5 else 'tsit5')."""
+    if rho_span is None:
+        return "rkc" if rtol >= AUTO_RKC_MIN_RTOL else "tsit5"
+    if not rho_span >= AUTO_STIFF_RHO_SPAN:  # also for NaN: the safe general choice
+        return "tsit5"
+    return "rkc" if rtol >= AUTO_ESERK_MAX_RTOL else "eserk4"
+
+
+def spectral_radius(fn, y, n_iters: int = 20):
+    """Power-iteration estimate ‖J v‖ of the spectral radius of the Jacobian of `fn` at `y`
+    (a pytree), from a fixed pseudo-random start; jnp, traceable. For a gradient flow
+    fn = −∇L it estimates the largest |eigenvalue| of the Hessian, from below."""
+    from ._rkc import _start_vector, _tree_norm
+
+    def body(_, carry):
+        v, _ = carry
+        _, jv = jax.jvp(fn, (y,), (v,))
+        nrm = _tree_norm(jv).astype(jnp.result_type(float))
+        ok = nrm > 0
+        v = jax.tree_util.tree_map(
+            lambda a, b: jnp.where(ok, a / jnp.where(ok, nrm, 1).astype(a.dtype), b), jv, v
+        )
+        return v, nrm
+
+    _, nrm = jax.lax.fori_loop(
+        0, n_iters, body, (_start_vector(y), jnp.zeros((), jnp.result_type(float)))
+    )
+    return nrm
+
+
+def initial_step(fn, t0, y0, *, rtol, atol, order: int, rho, stability: float | None, span):
+    """First step of a solve, chosen by the toolkit (diffrax 0.7's own choice is skipped for
+    wrapped terms: its `dt0=None` start is then always 0.01, which overflowed a quartic
+    flow with Tsit5). Hairer–Nørsett–Wanner's rule (Solving ODEs I, §II.4) — h₀ = 0.01
+    ‖y₀‖/‖f₀‖, then (0.01/max(‖f₀‖, ‖f(y₀ + h₀f₀) − f₀‖/h₀))^{1/(p+1)} in the controller's
+    scaled norm — capped by `stability`/ρ for a method whose real stability interval is
+    [−stability, 0] (None: stabilized or implicit, no cap), by `span` and by
+    `FIRST_STEP_MAX` = 0.01 (below it rounded down to a power of two). jnp, traceable;
+    `fn(t, y)` is the vector field.
+    """
+    fdt = jnp.result_type(float)
+    leaves0 = jax.tree_util.tree_leaves(y0)
+    size = sum(jnp.size(x) for x in leaves0)
+
+    def norm(tree):
+        sq = [
+            jnp.sum((a / (atol + rtol * jnp.abs(b))) ** 2)
+            for a, b in zip(jax.tree_util.tree_leaves(tree), leaves0, strict=True)
+        ]
+        return jnp.sqrt(sum(sq) / size).astype(fdt)
+
+    f0 = fn(t0, y0)
+    d0, d1 = norm(y0), norm(f0)
+    small = (d0 < 1e-5) | (d1 < 1e-5)
+    h0 = jnp.where(small, 1e-6, 0.01 * d0 / jnp.where(small, 1.0, d1))
+    if stability is not None:
+        h0 = jnp.minimum(h0, stability / rho)
+    y1 = jax.tree_util.tree_map(lambda a, b: a + h0.astype(a.dtype) * b, y0, f0)
+    f1 = fn(t0 + h0, y1)
+    d2 = norm(jax.tree_util.tree_map(lambda a, b: a - b, f1, f0)) / h0
+    m = jnp.maximum(d1, d2)
+    h1 = jnp.where(
+        m <= 1e-15,
+        jnp.maximum(1e-6, h0 * 1e-3),
+        (0.01 / jnp.where(m > 0, m, 1.0)) ** (1.0 / (order + 1)),
+    )
+    h = jnp.minimum(100 * h0, h1)
+    if stability is not None:
+        h = jnp.minimum(h, stability / rho)
+    # rounded down to a power of two: only its magnitude matters, and then the same problem
+    # gets bit-for-bit the same first step alone and in a vmapped batch (whose reductions
+    # round differently in the last bits)
+    # and at most 0.01, the start diffrax used before: the controller grows an accepted step
+    # up to 10× at once, so a cap costs a few steps, while a too-long first step costs a
+    # rejection (and a batch whose members reject differently rounds differently)
+    h = jnp.where(h >= FIRST_STEP_MAX, FIRST_STEP_MAX, 2.0 ** jnp.floor(jnp.log2(h)))
+    h = jnp.minimum(h, span)
+    return jnp.where(jnp.isfinite(h) & (h > 0), h, jnp.minimum(1e-6, span))
+
+
+#: Longest first step the toolkit chooses (clock units).
+FIRST_STEP_MAX = 0.01
+#: Real stability bound used to cap the toolkit's first step for the classical explicit
+#: solvers (Tsit5 ≈ 3.3, Dopri5 ≈ 3.3, Dopri8 ≈ 6: 2 leaves a margin for a ρ estimated
+#: from below). Stabilized and implicit solvers: no cap.
+FIRST_STEP_STABILITY = 2.0
 
 
 def make_solver(name: str, rtol: float, atol: float) -> diffrax.AbstractSolver:
-    """The solver object for a name in `SOLVERS`. 'rkc' takes its non-stiff steps
-    (h ρ < 1.95) with Tsit5, which needs the controller's tolerances (`flows.RKC2`,
-    `nonstiff`)."""
+    """The solver object for a name in `SOLVERS`. 'rkc' and 'eserk4' take their non-stiff
+    steps with Tsit5 and RKC2 controls to a transformed tolerance; both need the
+    controller's tolerances (`flows.RKC2`, `nonstiff`, `proportional`)."""
     if name == "rkc":
         return RKC2(nonstiff="tsit5", tolerances=(float(rtol), float(atol)))
+    if name == "eserk4":
+        return ESERK4(nonstiff="tsit5", tolerances=(float(rtol), float(atol)))
+    if name == "kvaerno5-cg":
+        return matrix_free_kvaerno5(rtol, atol)
     return SOLVERS[name]()
 
 
@@ -154,8 +269,9 @@ class SolverChoice:
 
     @property
     def is_rkc(self) -> bool:
-        """RKC2 counts its own evaluations in its state (`flows.rkc_eval_counts`)."""
-        return isinstance(self.solver, RKC2)
+        """RKC2 and ESERK4 count their own evaluations in their state
+        (`flows.rkc_eval_counts`)."""
+        return isinstance(self.solver, AbstractStabilizedSolver)
 
     def describe(self) -> dict:
         return describe_solver(self.solver)
@@ -178,7 +294,7 @@ def _tree_equal(a, b) -> bool:
 
 
 def resolve_solver(
-    solver, rtol: float, atol: float | None, n_params: int, dtype=None
+    solver, rtol: float, atol: float | None, n_params: int, dtype=None, rho_span=None
 ) -> SolverChoice:
     """Resolve `solver` — 'auto', a name in `SOLVERS`, or a `diffrax.AbstractSolver` object
     (e.g. `flows.RKC2(...)`, `diffrax.Dopri5()`) — and check it against the problem.
@@ -187,12 +303,13 @@ def resolve_solver(
     estimate (the step-size controller is adaptive), an implicit solver on a problem too
     large for its dense Jacobian (`MAX_IMPLICIT_PARAMS`), an rtol that float32 cannot meet
     (`FLOAT32_MIN_RTOL`, `FLOAT32_IMPLICIT_MIN_RTOL`), or an RKC2 whose Tsit5 steps use
-    tolerances other than the controller's (checked when `atol` is given).
+    tolerances other than the controller's (checked when `atol` is given). 'auto' uses the
+    measured ρ·(t1 − t0) `rho_span` when given (`auto_solver`).
     """
     atol_ = 0.0 if atol is None else atol
     if isinstance(solver, str):
         requested = solver
-        name = auto_solver(rtol) if solver == "auto" else solver
+        name = auto_solver(rtol, rho_span) if solver == "auto" else solver
         if name not in SOLVERS:
             raise ConfigError(
                 f"`solver` must be 'auto', one of {sorted(SOLVERS)} or a diffrax solver "
@@ -209,16 +326,15 @@ def resolve_solver(
                 "diffrax.Dopri5(), flows.RKC2())."
             )
         if (
-            isinstance(obj, RKC2)
-            and obj.nonstiff == "tsit5"
+            isinstance(obj, AbstractStabilizedSolver)
             and atol is not None
             and obj.tolerances is not None
         ):
             if tuple(map(float, obj.tolerances)) != (float(rtol), float(atol)):
                 raise ConfigError(
-                    f"RKC2(nonstiff='tsit5', tolerances={obj.tolerances}) must be given the "
-                    f"solve's tolerances (rtol, atol) = ({rtol:g}, {atol:g}): its Tsit5 steps "
-                    "rescale their error by them."
+                    f"{requested}(tolerances={obj.tolerances}) must be given the solve's "
+                    f"tolerances (rtol, atol) = ({rtol:g}, {atol:g}): its Tsit5 steps and its "
+                    "tolerance-proportional control rescale their error by them."
                 )
         name = _named(obj, rtol, atol_) or requested
     else:
@@ -227,10 +343,11 @@ def resolve_solver(
             f"(a diffrax.AbstractSolver, e.g. flows.RKC2()); got {solver!r}."
         )
     implicit = isinstance(obj, diffrax.AbstractImplicitSolver)
-    if implicit and n_params > MAX_IMPLICIT_PARAMS:
+    if implicit and not is_matrix_free(obj) and n_params > MAX_IMPLICIT_PARAMS:
         raise ConfigError(
             f"solver {name!r} forms the dense {n_params}×{n_params} Hessian; it is limited "
-            f"to {MAX_IMPLICIT_PARAMS} parameters. Use 'tsit5' (explicit) for wide networks."
+            f"to {MAX_IMPLICIT_PARAMS} parameters. Use 'kvaerno5-cg' (matrix-free), 'rkc' or "
+            "'eserk4' (stabilized explicit) or 'tsit5' for wide networks."
         )
     if dtype is not None and jnp.dtype(dtype) == jnp.float32:
         floor = FLOAT32_IMPLICIT_MIN_RTOL if implicit else FLOAT32_MIN_RTOL

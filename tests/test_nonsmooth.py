@@ -110,7 +110,10 @@ class HardTanhNet(AbstractModel):
 
     def init(self, key):
         k1, k2 = jax.random.split(key)
-        return {"w": 2.0 * jax.random.normal(k1, (self.m, 1)), "a": jax.random.normal(k2, (self.m,))}
+        return {
+            "w": 2.0 * jax.random.normal(k1, (self.m, 1)),
+            "a": jax.random.normal(k2, (self.m,)),
+        }
 
     def forward(self, params, x, act):
         return act("h", x @ params["w"].T) @ params["a"]
@@ -234,3 +237,14 @@ def test_loss_clock_reaches_late_times():
 
 # keep equinox imported for the AbstractModel subclass's field machinery
 _ = eqx
+
+
+def test_simulate_warns_on_kinks_and_says_so_in_the_config():
+    data = flows.from_arrays(np.array([[1.0], [-1.0]]), np.array([1.0, -1.0]))
+    pb = flows.make_problem(LeakyReLUNet(k=1, d=1), data, loss_fn=logistic)
+    with pytest.warns(UserWarning, match="simulate_nonsmooth"):
+        tr = flows.simulate(pb, t1=0.1, n_save=2)
+    assert "as if smooth" in tr.config["kinks"]
+    smooth = LeakyReLUNet(k=1, d=1, smoothing=1e-2)
+    tr = flows.simulate(flows.make_problem(smooth, data, loss_fn=logistic), t1=0.1, n_save=2)
+    assert tr.config["kinks"] == "none"

@@ -1,0 +1,410 @@
+"""Stiff test problems with exact or independent references, for tolerance proportionality
+(global error / rtol) and work-precision of every solver the toolkit ships (issue 16).
+
+Self-contained (no imports from the rest of `work_precision`), so the tests load it too:
+
+- `heat(n)`: 1-D heat equation u_t = u_xx on (0, 1), u = 0 at both ends, n interior
+  points (second differences), rough initial data (the indicator of [1/4, 3/4]), t = 0.05.
+  It is the gradient flow of L(u) = ½ uᵀ A u (A = −Δ_h). Exact solution of the
+  semi-discrete system by its sine series (the eigenvectors of Δ_h), ρ = 4 (n+1)².
+- `brusselator(n)`: the Brusselator with diffusion (Hairer & Wanner II, §IV.1), α = 1/50,
+  u(0) = u(1) = 1, v(0) = v(1) = 3, u₀ = 1 + sin 2πx, v₀ = 3, t = 10 (ρ ≈ 8α(n+1)²). Not a
+  gradient flow. Reference: scipy's Radau (an implicit method none of the tested solvers
+  shares) at rtol 1e-13 with the exact Jacobian.
+- `quartic(d)`: gradient flow of L(θ) = ½ θᵀ H θ + (c/4) Σ θ_i⁴, H symmetric positive
+  definite with eigenvalues geometric in [1, ρ_H], t = 1. Reference: scipy Radau as above.
+
+Each problem is a `StiffProblem`: field f(t, y) in JAX, y₀, t₁, the reference y(t₁), and
+ρ (the Jacobian's spectral radius at y₀ or a bound on it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.integrate
+
+jax.config.update("jax_enable_x64", True)
+
+__all__ = [
+    "PROBLEMS",
+    "StiffProblem",
+    "brusselator",
+    "global_error",
+    "heat",
+    "multistage",
+    "quartic",
+    "solve",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class StiffProblem:
+    name: str
+    field: Callable  # (t, y, args) -> dy/dt, JAX
+    y0: np.ndarray
+    t1: float
+    y_ref: np.ndarray  # y(t1), exact or independent reference
+    rho: float  # spectral radius of the Jacobian (at y0, or bound)
+    reference: str  # how y_ref was obtained
+    gradient_flow: bool
+
+
+def global_error(y, y_ref) -> float:
+    """Relative global error max |y − y_ref| / max |y_ref|."""
+    y, y_ref = np.asarray(y, np.float64), np.asarray(y_ref, np.float64)
+    return float(np.max(np.abs(y - y_ref)) / np.max(np.abs(y_ref)))
+
+
+def _laplacian_1d(n: int) -> np.ndarray:
+    dx2 = (n + 1) ** 2
+    return dx2 * (
+        np.diag(-2.0 * np.ones(n)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
+    )
+
+
+@functools.cache
+def heat(n: int = 200, t1: float = 0.05) -> StiffProblem:
+    x = np.arange(1, n + 1) / (n + 1)
+    u0 = ((x >= 0.25) & (x <= 0.75)).astype(np.float64)
+    # eigenvectors sin(kπx_j), eigenvalues −4(n+1)² sin²(kπ/(2(n+1)))
+    k = np.arange(1, n + 1)
+    s = np.sin(np.pi * np.outer(x, k))  # (j, k); S S = (n+1)/2 I
+    lam = -4.0 * (n + 1) ** 2 * np.sin(k * np.pi / (2 * (n + 1))) ** 2
+    coef = (2.0 / (n + 1)) * (s.T @ u0)
+    y_ref = s @ (coef * np.exp(lam * t1))
+    dx2 = float((n + 1) ** 2)
+
+    def field(t, u, args):
+        up = jnp.concatenate([u[1:], jnp.zeros(1, u.dtype)])
+        um = jnp.concatenate([jnp.zeros(1, u.dtype), u[:-1]])
+        return dx2 * (up - 2.0 * u + um)
+
+    return StiffProblem(
+        f"heat N={n}", field, u0, t1, y_ref, float(-lam.min()), "exact (sine series)", True
+    )
+
+
+@functools.cache
+def brusselator(n: int = 100, t1: float = 10.0, alpha: float = 1.0 / 50.0) -> StiffProblem:
+    x = np.arange(1, n + 1) / (n + 1)
+    c = alpha * (n + 1) ** 2
+    y0 = np.concatenate([1.0 + np.sin(2 * np.pi * x), 3.0 * np.ones(n)])
+
+    def np_field(t, y):
+        u, v = y[:n], y[n:]
+        up = np.concatenate([u[1:], [1.0]])
+        um = np.concatenate([[1.0], u[:-1]])
+        vp = np.concatenate([v[1:], [3.0]])
+        vm = np.concatenate([[3.0], v[:-1]])
+        du = 1.0 + u * u * v - 4.4 * u + c * (up - 2 * u + um)
+        dv = 3.4 * u - u * u * v + c * (vp - 2 * v + vm)
+        return np.concatenate([du, dv])
+
+    lap = _laplacian_1d(n) * alpha
+
+    def np_jac(t, y):
+        u, v = y[:n], y[n:]
+        j = np.zeros((2 * n, 2 * n))
+        j[:n, :n] = lap + np.diag(2 * u * v - 4.4)
+        j[:n, n:] = np.diag(u * u)
+        j[n:, :n] = np.diag(3.4 - 2 * u * v)
+        j[n:, n:] = lap + np.diag(-u * u)
+        return j
+
+    def field(t, y, args):
+        u, v = y[:n], y[n:]
+        one, three = jnp.ones(1, y.dtype), 3.0 * jnp.ones(1, y.dtype)
+        up = jnp.concatenate([u[1:], one])
+        um = jnp.concatenate([one, u[:-1]])
+        vp = jnp.concatenate([v[1:], three])
+        vm = jnp.concatenate([three, v[:-1]])
+        du = 1.0 + u * u * v - 4.4 * u + c * (up - 2 * u + um)
+        dv = 3.4 * u - u * u * v + c * (vp - 2 * v + vm)
+        return jnp.concatenate([du, dv])
+
+    sol = scipy.integrate.solve_ivp(
+        np_field, (0.0, t1), y0, method="Radau", rtol=1e-13, atol=1e-13, jac=np_jac
+    )
+    rho = float(np.max(np.abs(np.linalg.eigvals(np_jac(0.0, y0)))))
+    return StiffProblem(
+        f"Brusselator N={n}", field, y0, t1, sol.y[:, -1], rho, "scipy Radau rtol 1e-13", False
+    )
+
+
+@functools.cache
+def quartic(d: int = 200, rho_h: float = 1.0e4, c: float = 1.0, t1: float = 1.0) -> StiffProblem:
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    h = (q * np.geomspace(1.0, rho_h, d)) @ q.T
+    h = 0.5 * (h + h.T)
+    y0 = rng.standard_normal(d)
+
+    def np_field(t, y):
+        return -(h @ y) - c * y**3
+
+    def np_jac(t, y):
+        return -h - np.diag(3 * c * y**2)
+
+    hj = jnp.asarray(h)
+
+    def field(t, y, args):
+        return -(hj @ y) - c * y**3
+
+    sol = scipy.integrate.solve_ivp(
+        np_field, (0.0, t1), y0, method="Radau", rtol=1e-13, atol=1e-13, jac=np_jac
+    )
+    rho = float(np.max(np.abs(np.linalg.eigvalsh(np_jac(0.0, y0)))))
+    return StiffProblem(
+        f"quadratic+quartic d={d}", field, y0, t1, sol.y[:, -1], rho, "scipy Radau rtol 1e-13", True
+    )
+
+
+@functools.cache
+def multistage(m: int = 50, n: int = 200, t1: float = 20.0) -> StiffProblem:
+    """The multi-stage default, small: `TwoLayer(m, d=1, α=1)`, tanh, target f₁ on n paper
+    points, squared error, key 0, t = 20, θ flattened. Reference: scipy Radau at rtol 1e-13
+    with the autodiff Hessian as Jacobian."""
+    from jax.flatten_util import ravel_pytree
+
+    import flows
+    from flows.models import TwoLayer
+
+    prob = flows.make_problem(TwoLayer(m=m, d=1, alpha=1.0), flows.paper_data("f1", n=n), key=0)
+    flat0, unravel = ravel_pytree(prob.theta0)
+
+    def field(t, y, args):
+        return -ravel_pytree(prob.grad(unravel(y)))[0]
+
+    jf = jax.jit(lambda y: field(0.0, y, None))
+    jj = jax.jit(jax.jacfwd(lambda y: field(0.0, y, None)))
+    y0 = np.asarray(flat0, np.float64)
+    sol = scipy.integrate.solve_ivp(
+        lambda t, y: np.asarray(jf(y)),
+        (0.0, t1),
+        y0,
+        method="Radau",
+        rtol=1e-13,
+        atol=1e-13,
+        jac=lambda t, y: np.asarray(jj(y)),
+    )
+    rho = float(np.max(np.abs(np.linalg.eigvalsh(np.asarray(jj(y0))))))
+    return StiffProblem(
+        f"multistage m={m} n={n}", field, y0, t1, sol.y[:, -1], rho, "scipy Radau rtol 1e-13", True
+    )
+
+
+PROBLEMS = {
+    "heat": heat,
+    "brusselator": brusselator,
+    "quartic": quartic,
+    "multistage": multistage,
+}
+
+ATOL_FACTOR = 1e-3  # atol = 1e-3 · rtol
+
+
+def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False) -> list[dict]:
+    """Solve `problem` with the toolkit's solver `name` (`flows._solvers.make_solver`: the
+    objects `flows.simulate` uses, with its PID controller and atol = 1e-3 rtol) at each
+    rtol: one compilation (rtol traced), the toolkit's first step (`initial_step`).
+    Returns per rtol: `err` (relative global error at t1), `err_rtol`, `steps`,
+    `rejected`, `vf_evals` (stabilized solvers: their own count on accepted steps plus
+    Hessian-vector products; others: host-callback count with `count_evals`, else from the
+    step count where diffrax's solver has a fixed count), `result`, `wall_s`."""
+    import time
+
+    import diffrax
+    import equinox as eqx
+
+    from flows._rkc import AbstractStabilizedSolver, rkc_eval_counts
+    from flows._solvers import (
+        EVALS_PER_STEP,
+        FIRST_STEP_STABILITY,
+        initial_step,
+        make_solver,
+        spectral_radius,
+    )
+
+    calls = [0]
+
+    def count(_):
+        calls[0] += 1
+
+    def field(t, y, args):
+        if count_evals:
+            jax.debug.callback(count, t)
+        return problem.field(t, y, args)
+
+    probe = make_solver(name, 1e-6, 1e-9)
+    stabilized = isinstance(probe, AbstractStabilizedSolver)
+
+    @eqx.filter_jit
+    def run(rtol, y0, fixed):
+        atol = ATOL_FACTOR * rtol
+        # a solver whose tolerances are static floats ('kvaerno5-cg'): built per rtol
+        solver = fixed if fixed is not None else make_solver(name, 1e-6, 1e-9)
+        if stabilized:
+            solver = eqx.tree_at(lambda s: s.tolerances, solver, (rtol, atol))
+        rho = spectral_radius(lambda y: problem.field(0.0, y, None), y0, 20)
+        classic = not (stabilized or isinstance(solver, diffrax.AbstractImplicitSolver))
+        dt0 = initial_step(
+            lambda t, y: problem.field(t, y, None),
+            0.0,
+            y0,
+            rtol=rtol,
+            atol=atol,
+            order=solver.order(diffrax.ODETerm(field)),
+            rho=1.2 * rho,
+            stability=FIRST_STEP_STABILITY if classic else None,
+            span=problem.t1,
+        )
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            solver,
+            0.0,
+            problem.t1,
+            dt0,
+            y0,
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            saveat=diffrax.SaveAt(t1=True, solver_state=stabilized),
+            max_steps=1_000_000,
+            throw=False,
+        )
+
+    y0 = jnp.asarray(problem.y0)
+    out = []
+    for rtol in rtols:
+        calls[0] = 0
+        start = time.perf_counter()
+        fixed = None
+        if name == "kvaerno5-cg":
+            fixed = make_solver(name, float(rtol), ATOL_FACTOR * float(rtol))
+        sol = run(jnp.asarray(rtol), y0, fixed)
+        jax.block_until_ready(sol.ys)
+        wall = time.perf_counter() - start
+        steps = int(sol.stats["num_steps"])
+        if stabilized:
+            c = rkc_eval_counts(sol)
+            evals = int(c["vf_evals"]) + int(c["jvp_evals"])
+        elif count_evals:
+            evals = calls[0]
+        else:
+            evals = EVALS_PER_STEP[name] * steps + 1 if name in EVALS_PER_STEP else -1
+        err = global_error(sol.ys[-1], problem.y_ref)
+        out.append(
+            dict(
+                rtol=float(rtol),
+                err=err,
+                err_rtol=err / float(rtol),
+                steps=steps,
+                rejected=int(sol.stats["num_rejected_steps"]),
+                vf_evals=evals,
+                result=str(sol.result == diffrax.RESULTS.successful),
+                wall_s=wall,
+            )
+        )
+    return out
+
+
+FULL_SIZES = {
+    "heat": dict(n=200),
+    "heat1000": dict(n=1000),
+    "brusselator": dict(n=100),
+    "quartic": dict(d=200),
+    "multistage": dict(m=50, n=200),
+}
+QUICK_SIZES = {
+    "heat": dict(n=100),
+    "brusselator": dict(n=40),
+    "quartic": dict(d=50),
+    "multistage": dict(m=20, n=100),
+}
+SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kvaerno5-cg", "rkc", "eserk4")
+RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+
+
+def _build(key: str, kw: dict) -> StiffProblem:
+    return (heat if key.startswith("heat") else PROBLEMS[key])(**kw)
+
+
+def run_all(out_dir, *, quick: bool = False, solvers=SOLVERS, rtols=RTOLS) -> dict:
+    """Every solver on every problem at every rtol (evaluations counted by host callback
+    for the solvers that do not count their own): writes `work_precision_stiff[_quick]`
+    `.md` (err/rtol and evaluation tables), `.json` and `.png` (error vs evaluations and
+    vs wall, log–log) under `out_dir`."""
+    import json
+    import platform
+    from pathlib import Path
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    results = {}
+    for key, kw in sizes.items():
+        p = _build(key, kw)
+        rows = {}
+        for name in solvers:
+            if name == "kvaerno5" and p.y0.size >= 1000:
+                continue  # dense Jacobian LU per step: minutes at N = 1000
+            rows[name] = solve(p, name, rtols, count_evals=True)
+            print(p.name, name, [f"{r['err_rtol']:.2g}" for r in rows[name]], flush=True)
+        results[p.name] = dict(rho=p.rho, t1=p.t1, reference=p.reference, rows=rows)
+    stem = "work_precision_stiff" + ("_quick" if quick else "")
+    (out_dir / f"{stem}.json").write_text(
+        json.dumps(dict(results=results, rtols=list(rtols), machine=platform.platform()), indent=1)
+    )
+    lines = [
+        "# Tolerance proportionality and work-precision on stiff problems (issue 16)",
+        "",
+        "Global relative error at t1 (max |y − y_ref| / max |y_ref|) divided by rtol, "
+        "atol = 1e-3 rtol, diffrax PIDController, the toolkit's solver objects and first "
+        "step (`benchmarks/work_precision/stiff.py`, `python "
+        "benchmarks/bench_work_precision.py --stiff`). In brackets: vector-field "
+        "evaluations (host-callback count, rejected steps included; RKC2/ESERK4: their own "
+        "count on accepted steps plus Hessian-vector products). Target: err/rtol in "
+        "[0.1, 3].",
+        "",
+    ]
+    for pname, res in results.items():
+        lines += [
+            f"## {pname} (ρ ≈ {res['rho']:.3g}, t1 = {res['t1']:g}, reference: {res['reference']})",
+            "",
+            "| solver | " + " | ".join(f"rtol {r:g}" for r in rtols) + " |",
+            "|---|" + "---|" * len(rtols),
+        ]
+        for name, rows in res["rows"].items():
+            cells = [f"{r['err_rtol']:.2g} ({r['vf_evals']})" for r in rows]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    (out_dir / f"{stem}.md").write_text("\n".join(lines))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        n = len(results)
+        fig, axes = plt.subplots(2, n, figsize=(4 * n, 7), squeeze=False)
+        for j, (pname, res) in enumerate(results.items()):
+            for name, rows in res["rows"].items():
+                err = [max(r["err"], 1e-16) for r in rows]
+                axes[0, j].loglog([max(r["vf_evals"], 1) for r in rows], err, "o-", label=name)
+                axes[1, j].loglog([r["wall_s"] for r in rows], err, "o-", label=name)
+            axes[0, j].set_title(pname, fontsize=9)
+            axes[0, j].set_xlabel("vector-field evaluations")
+            axes[1, j].set_xlabel("wall time [s]")
+            axes[0, j].set_ylabel("relative error at t1")
+            axes[1, j].set_ylabel("relative error at t1")
+        axes[0, 0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out_dir / f"{stem}.png", dpi=110)
+        plt.close(fig)
+    except ImportError:  # pragma: no cover - matplotlib is a dependency of the benchmarks
+        pass
+    return results

@@ -1,0 +1,86 @@
+"""Matrix-free implicit solves for gradient flows: Kvaerno5 whose Newton (chord) systems
+are solved by conjugate gradients on Hessian-vector products, through lineax.
+
+diffrax's implicit Runge–Kutta methods solve, per implicit stage, g(f) = f − F(y + γ h f)
+= 0 for the stage derivative f; the Newton/chord matrix is I − γ h J with J the Jacobian
+of the vector field. For a gradient flow J = −∇²L is symmetric, so the matrix is
+I + γ h ∇²L: symmetric, and positive definite wherever γ h λ < 1 for every positive
+eigenvalue λ of −∇²L (always near minima, where ∇²L ⪰ 0). Conjugate gradients then need
+only products with it — one Jacobian-vector product (`jax.jvp` of the field: a
+Hessian-vector product) each — instead of the dense n×n Jacobian and its LU
+factorization that `diffrax.Kvaerno5()`'s default linear solver forms. Memory is O(n).
+
+Where the matrix is indefinite (a saddle with γ h λ > 1), CG may not converge; the
+nonlinear solve then fails, the step is rejected and h shrinks until the matrix is
+positive definite again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import lineax as lx
+import optimistix as optx
+
+__all__ = ["HessianCG", "is_matrix_free", "matrix_free_kvaerno5"]
+
+
+class HessianCG(lx.AbstractLinearSolver):
+    """`lineax.CG` for the Newton matrix I − γ h J of a gradient flow, tagged positive
+    semidefinite (diffrax passes its operators untagged; CG needs the tag). Each CG
+    iteration is one Jacobian-vector product (a Hessian-vector product).
+
+    **Fields:** `rtol`, `atol` (CG's tolerances, lineax's max norm), `max_steps` (CG
+    iterations per solve; default 10 × n as in lineax).
+    """
+
+    rtol: float = 1e-10
+    atol: float = 1e-12
+    max_steps: int | None = eqx.field(static=True, default=None)
+
+    def _cg(self) -> lx.CG:
+        return lx.CG(rtol=self.rtol, atol=self.atol, max_steps=self.max_steps)
+
+    def init(self, operator, options: dict[str, Any]):
+        tagged = lx.TaggedLinearOperator(operator, lx.positive_semidefinite_tag)
+        return self._cg().init(tagged, options)
+
+    def compute(self, state, vector, options):
+        return self._cg().compute(state, vector, options)
+
+    def transpose(self, state, options):
+        return self._cg().transpose(state, options)
+
+    def conj(self, state, options):
+        return self._cg().conj(state, options)
+
+    def assume_full_rank(self):
+        return True
+
+    def allow_dependent_columns(self, operator):
+        return False
+
+    def allow_dependent_rows(self, operator):
+        return False
+
+
+def matrix_free_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
+    """diffrax's Kvaerno5 (ESDIRK 5(4), L-stable) whose chord iterations solve their linear
+    systems by `HessianCG` (matrix-free) — the solver `flows.simulate` calls 'kvaerno5-cg'.
+    Newton's method (`optimistix.Newton`, the Jacobian-vector products taken at each
+    iterate; diffrax's default `VeryChord` keeps a linearised operator in its state, which
+    diffrax 0.7.2 cannot carry for a matrix-free one) with the solve's tolerances; CG's
+    are 1e-3 of them."""
+    cg = HessianCG(rtol=1e-3 * float(rtol), atol=1e-3 * float(atol))
+    root = optx.Newton(rtol=float(rtol), atol=float(atol), linear_solver=cg)
+    return diffrax.Kvaerno5(root_finder=root)
+
+
+def is_matrix_free(solver) -> bool:
+    """Whether an implicit diffrax solver's linear solves are matrix-free (`HessianCG`,
+    lineax's CG / GMRES / BiCGStab): then it never forms the dense Jacobian."""
+    root = getattr(solver, "root_finder", None)
+    ls = getattr(root, "linear_solver", None)
+    return isinstance(ls, HessianCG | lx.CG | lx.GMRES | lx.BiCGStab)
