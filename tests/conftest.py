@@ -44,3 +44,19 @@ def assert_tree_allclose(a, b, *, rtol=1e-7, atol=0.0):
 @pytest.fixture
 def tree_allclose():
     return assert_tree_allclose
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_compilation_caches():
+    """Drop compiled programs after each test module. In one long pytest process the
+    accumulated XLA executables (hundreds of solves, the non-smooth event loops) ended in a
+    segmentation fault inside XLA's CPU compiler (jaxlib 0.10.2), always at the same later
+    compile; each module passes on its own. Clearing keeps the process's state bounded."""
+    yield
+    import jax
+
+    from flows import _nonsmooth, _solvers
+
+    _nonsmooth._CACHE.clear()
+    _solvers._COMPILED.clear()
+    jax.clear_caches()
