@@ -222,12 +222,13 @@ def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False)
     import diffrax
     import equinox as eqx
 
-    from flows._rkc import AbstractStabilizedSolver, rkc_eval_counts
-    from flows._solvers import (
+    from flows import (
         EVALS_PER_STEP,
         FIRST_STEP_STABILITY,
+        AbstractStabilizedSolver,
         initial_step,
         make_solver,
+        rkc_eval_counts,
         spectral_radius,
     )
 
