@@ -377,7 +377,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
     # --- one event: the Filippov decision over every pair at a kink ----------------------
 
-    def decide(y, pat, t_now, counters):
+    def decide(y, pat):
         theta = y[0]
         piece, off, idx, kink, on = pat[:5]
         _, z, m, lam = margins(theta, pat)
@@ -549,14 +549,12 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         # a pair that slides keeps the piece on the side it came from (its slope is λ)
         # counts
         was_sliding_c = jnp.concatenate([jnp.zeros((C,), bool), on])
-        prev_side = jnp.concatenate([jnp.where(came_right, 1, 0), side_sl])
         old_piece_all = piece[all_idx]
         changed_piece = all_on & (side != 2) & (new_piece_c != old_piece_all)
         entered = slide & ~was_sliding_c
         left_sl = all_on & was_sliding_c & (side != 2)
         crossings = jnp.sum(changed_piece & ~was_sliding_c)
         switches = jnp.sum(changed_piece | entered | left_sl)
-        del prev_side
         # offsets: every pair starts the next segment with a positive margin, measured
         # exactly as the step's event function will (same λ solve, same Jacobian), so a
         # sliding pair's drift cannot re-trigger the event at the same time
@@ -846,7 +844,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
             def with_event(cc):
                 y_e = interp(tau_e)
-                pat2, info = decide(y_e, pat, y_e[2], cc["counts"])
+                pat2, info = decide(y_e, pat)
                 counts = {
                     "switches": cc["counts"]["switches"] + info["switches"],
                     "crossings": cc["counts"]["crossings"] + info["crossings"],
