@@ -24,9 +24,11 @@ from ._misc import tree_sq_norm
 from ._problem import Problem
 from ._simulate import (
     Observables,
+    StopCondition,
     check_initial_state,
     check_save_params,
     check_span,
+    describe_stop,
     no_observables,
 )
 from ._stats import Result, SolveStats
@@ -50,6 +52,32 @@ def _gd_chunk(carry, n, prob, lr):
 
 
 @eqx.filter_jit
+def _gd_chunk_stop(carry, n, prob, lr, stop, step0):
+    """Up to `n` steps of θ ← θ − η∇L(θ) from step `step0`, ending after the first step at
+    which `stop(prob, θ, t)` falls from > 0 to ≤ 0. `carry` = (θ, energy, stop value of the
+    current θ); returns (carry, steps taken, whether the stop fired)."""
+
+    def cond(c):
+        (_, _, _), i, hit = c
+        return (i < n) & ~hit
+
+    def body(c):
+        (theta, energy, g_prev), i, _ = c
+        g = prob.grad(theta)
+        theta = jax.tree_util.tree_map(lambda p, gi: p - lr * gi, theta, g)
+        energy = energy + lr * tree_sq_norm(g)
+        g_new = jnp.asarray(stop(prob, theta, (step0 + i + 1) * lr), dtype=energy.dtype)
+        return (theta, energy, g_new), i + 1, (g_prev > 0) & (g_new <= 0)
+
+    return jax.lax.while_loop(cond, body, (carry, jnp.asarray(0), jnp.asarray(False)))
+
+
+@eqx.filter_jit
+def _gd_stop_value(prob, theta, stop):
+    return stop(prob, theta, jnp.asarray(0.0))
+
+
+@eqx.filter_jit
 def _gd_record(carry, t, prob, obs_fn):
     theta, energy = carry
     out = dict(obs_fn(prob, theta, t))
@@ -67,6 +95,7 @@ def gradient_descent(
     save_params: str = "ends",
     observables: Observables | None = None,
     throw: bool = True,
+    stop: StopCondition | None = None,
 ) -> Trajectory:
     """Discrete gradient descent θ ← θ − η∇L(θ) (forward Euler with step η), the papers'
     stand-in for gradient flow; time t = η · steps.
@@ -82,6 +111,13 @@ def gradient_descent(
     `stats.max_loss_rise` records the largest rise of the saved loss: a transient rise (a
     spike GD recovers from) is not divergence, but there GD does not follow the gradient
     flow.
+
+    `stop` (as in `flows.simulate`): (problem, θ, t) → scalar, evaluated after every step;
+    the run ends after the first step where it falls from > 0 to ≤ 0 (a run that starts at
+    or below 0 is not stopped at t = 0). The trajectory then ends at that step's time
+    (later save times dropped, the stop time appended with θ there as the last stored
+    parameters), `stats.result` is `Result.event_stopped` and `stats.stopped_at` the time
+    (None when not triggered). Without `stop` nothing changes (no extra evaluations).
     """
     _, t1 = check_span(0.0, t1)
     check_save_params(save_params)
@@ -109,16 +145,42 @@ def gradient_descent(
 
     carry = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
     start = time.perf_counter()
-    jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))  # compile outside the timing
+    if stop is None:
+        jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))  # compile outside timing
+    else:
+        g0 = _gd_stop_value(problem, problem.theta0, stop)
+        scarry = (*carry, jnp.asarray(g0, dtype=problem.dtype))
+        jax.block_until_ready(
+            _gd_chunk_stop(scarry, jnp.asarray(0), problem, lr, stop, jnp.asarray(0))
+        )
     jax.block_until_ready(rec(carry, jnp.asarray(0.0), problem))
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
     records, thetas = [], []
     keep = set(np.asarray(pts_idx, dtype=int).tolist())
     prev = 0
+    stopped_at = None
     for i, step in enumerate(save_steps):
-        if step > prev:
+        if step > prev and stop is None:
             carry = chunk(carry, jnp.asarray(int(step - prev)), problem)
+            prev = int(step)
+        elif step > prev:
+            scarry, done, hit = _gd_chunk_stop(
+                scarry, jnp.asarray(int(step - prev)), problem, lr, stop, jnp.asarray(prev)
+            )
+            carry = scarry[:2]
+            if bool(hit):  # the stop fired: its step is the last save
+                n_steps = prev + int(done)
+                stopped_at = n_steps * learning_rate
+                save_steps = np.append(save_steps[:i], n_steps)
+                ts = save_steps * learning_rate
+                pts_idx = np.asarray(pts_idx, dtype=int)
+                pts_idx = np.append(pts_idx[pts_idx < i], i) if len(pts_idx) else pts_idx
+                keep = set(pts_idx.tolist())
+                records.append(rec(carry, jnp.asarray(ts[i]), problem))
+                if i in keep:
+                    thetas.append(carry[0])
+                break
             prev = int(step)
         records.append(rec(carry, jnp.asarray(ts[i]), problem))
         if i in keep:
@@ -132,6 +194,12 @@ def gradient_descent(
         params = {k: np.stack([np.asarray(t[k]) for t in thetas]) for k in thetas[0]}
     loss = obs["loss"]
     result, reason, t_reached = Result.successful, "successful", float(ts[-1])
+    if stopped_at is not None:
+        result = Result.event_stopped
+        reason = (
+            f"stopped by the stop condition ({describe_stop(stop)}) at t = {stopped_at:.6g} "
+            f"(step {n_steps})"
+        )
     nonfinite = ~np.isfinite(loss)
     if nonfinite.any() or loss[-1] > loss0:
         i = int(np.argmax(nonfinite)) if nonfinite.any() else int(np.nanargmax(loss))
@@ -163,6 +231,8 @@ def gradient_descent(
         vf_evals=n_steps,
         compile_s=compile_s,
         wall_s=wall_s,
+        stopped_at=stopped_at,
+        stop_supported=stop is not None,
         # GD is no gradient flow where its loss rises: the largest rise between saves
         max_loss_rise=max(float(np.max(np.diff(obs["loss"]))), 0.0)
         if len(obs["loss"]) > 1

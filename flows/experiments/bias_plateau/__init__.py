@@ -17,6 +17,7 @@ from .checks import learned_gaps as learned_gaps
 from .checks import theorem1_checks as theorem1_checks
 from .checks import theorem1_of as theorem1_of
 from .checks import trend_checks as trend_checks
+from .checks import trend_stats as trend_stats
 from .config import ALPHA1_C as ALPHA1_C
 from .config import FILES as FILES
 from .config import NAME as NAME
@@ -46,8 +47,10 @@ from .interpolation import Plateau as Plateau
 from .interpolation import alpha_grid as alpha_grid
 from .interpolation import interpolate as interpolate
 from .interpolation import plateau as plateau
+from .interpolation import zeros_like_params as zeros_like_params
 from .observables import classification_observables as classification_observables
 from .observables import homogeneous_observables as homogeneous_observables
+from .observables import matched_loss as matched_loss
 from .observables import top_gap as top_gap
 from .runs import DeepRun as DeepRun
 from .runs import HomogeneousRun as HomogeneousRun
@@ -59,6 +62,9 @@ from .runs import reduced_trajectory as reduced_trajectory
 from .runs import run_homogeneous as run_homogeneous
 from .runs import synthetic_deep_data as synthetic_deep_data
 from .runs import train_deep as train_deep
+from .runs import trend_model as trend_model
+from .runs import trend_point as trend_point
+from .runs import trend_settings as trend_settings
 from .runs import trend_sweep as trend_sweep
 from .sweep import AXES as AXES
 from .sweep import CURVES as CURVES

@@ -51,10 +51,23 @@ class Config:
     adds a ReLU net trained by GD with rate `gd_lr`. Interpolation on `n_alpha` points;
     error plateau: error ≥ 1 − 1/k − `plateau_tol`.
 
-    **Trends** (synthetic deep net, exact flow unless `sweep_method` = 'gd'): depths
-    `sweep_depths`, scales `sweep_deltas`, seeds `trend_seeds`; a trend holds when the
-    mean plateau moves the predicted way by more than `trend_tol` end to end and never
-    the wrong way by more than `trend_tol`.
+    **Trends at matched loss** (synthetic deep net, `sweep_activation`, GD at `gd_lr` and
+    `gd_lr`/4 unless `sweep_method` = 'flow'): every run stops at the first time its mean
+    cross-entropy is ≤ `trend_ce` with zero training error (`matched_loss`), at most at
+    T = `trend_t_max`; runs that do not get there, and (for the error plateau) runs whose
+    bias gap is too small for Theorem 1 (its interval [δ/Δ_min, (Δ_min/2V_max^r)^{1/(r−1)}]
+    empty), are excluded and counted. Depths `sweep_depths` at the output scale
+    `deep_delta` (each layer × δ^{1/r}, the paper's FCN convention) and, when
+    `trend_layer_scale` is set, at that per-layer scale s (each layer × s, output scale
+    s^r); scales `sweep_deltas` (output scales, depth `deep_depth`); with and without the
+    output bias; seeds `trend_seeds`. Both interpolation paths: from θ(0) (the paper's
+    θ^[α]) and from 0 (θ^[α] = α θ(T), the small-δ form the theorem's proof expands
+    around). Error plateau: error ≥ 1 − 1/k − `plateau_tol`; loss plateau (one-sided):
+    γ_loss ≥ log k − `loss_plateau_tol`. A trend holds when the mean moves the predicted
+    way end to end by more than the seed spread (sd at the first + sd at the last value)
+    and by more than `trend_tol`, and no step goes the wrong way by more than `trend_tol`.
+    `sweep_t1`: the training time T of `flows sweep bias-plateau` (no stop there unless
+    `--stop-ce` is given).
     """
 
     k: int = 4
@@ -99,8 +112,13 @@ class Config:
     sweep_t1: float = 300.0
     sweep_depths: tuple[int, ...] = (3, 4, 5, 6)
     sweep_deltas: tuple[float, ...] = (1e-3, 1e-2, 1e-1)
-    trend_seeds: tuple[int, ...] = (0, 1, 2)
+    trend_seeds: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
     trend_tol: float = 0.05
+    trend_ce: float = 0.1
+    trend_t_max: float = 600.0
+    trend_layer_scale: float | None = 0.3
+    trend_n_save: int = 51
+    loss_plateau_tol: float = 0.1
 
     def __post_init__(self):
         def integer(name, v, lo):
@@ -142,6 +160,9 @@ class Config:
             "bias_gap_c2",
             "trend_tol",
             "plateau_tol",
+            "trend_ce",
+            "trend_t_max",
+            "loss_plateau_tol",
         ):
             positive(name, getattr(self, name))
         if not self.delta < 1:
@@ -181,6 +202,17 @@ class Config:
             integer("sweep_depths entries", dd, 1)
         for dl in self.sweep_deltas:
             positive("sweep_deltas entries", dl)
+        integer("trend_n_save", self.trend_n_save, 2)
+        if len(set(self.trend_seeds)) != len(self.trend_seeds):
+            raise ConfigError(f"`trend_seeds` has repeated seeds: {self.trend_seeds!r}.")
+        if self.trend_layer_scale is not None:
+            positive("trend_layer_scale", self.trend_layer_scale)
+            if not self.trend_layer_scale < 1:
+                raise ConfigError(
+                    f"`trend_layer_scale` (s, each layer's init scale; output scale s^r) must "
+                    f"be < 1 for a small initialization; got {self.trend_layer_scale!r}. "
+                    "Try 0.3 (default), or None to skip the per-layer depth trend."
+                )
 
 
 def default_config(quick: bool = False) -> Config:
@@ -193,9 +225,9 @@ def default_config(quick: bool = False) -> Config:
             sweep_seeds=(1, 2),
             digits=False,
             relu_run=False,
-            sweep_depths=(3, 6),
+            sweep_depths=(3, 4),
             sweep_deltas=(1e-3, 1e-1),
-            trend_seeds=(0, 1),
-            sweep_t1=150.0,
+            trend_seeds=(0, 1, 2),
+            trend_layer_scale=None,
         )
     return Config()

@@ -27,7 +27,6 @@ Layout: `config` (settings, name, files), `runs` (the runs of the three parts), 
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from pathlib import Path
 
@@ -85,9 +84,10 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         print(f"[{NAME}] trends over depth, δ and bias", flush=True)
     trend_rows = trend_sweep(cfg, progress=progress)
     t_checks = trend_checks(trend_rows, cfg)
+    fine_rows: list[dict] = []
     if cfg.sweep_method == "gd":  # the trends by GD: rerun at η/4, verdicts must agree
         fine_rows = trend_sweep(cfg, progress=progress, learning_rate=cfg.gd_lr / ETA_FACTOR)
-        t_checks = merge_eta(t_checks, trend_checks(fine_rows, cfg), cfg.gd_lr)
+        t_checks = merge_trend_eta(t_checks, trend_checks(fine_rows, cfg), cfg.gd_lr)
     checks = EXPERIMENT.annotate(checks + t_checks, cfg)
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
@@ -125,6 +125,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
                     for r in deep
                 ],
                 "trends": trend_rows,
+                "trends_eta_fine": fine_rows,
                 "wall_s": time.perf_counter() - start,
             },
         )
@@ -211,6 +212,18 @@ REFERENCES = {
         "exact flow as far as the error plateau goes (toolkit check).",
         figure="trends.png",
     ),
+    "loss plateau lengthens with depth": Reference(
+        section="§3",
+        statement="The loss plateau of the interpolation (γ_loss ≥ log k − 2eε for "
+        "α ≤ ε^(1/r)/V_max) lengthens with the depth r: the weights' signal stays near 0 "
+        "for a larger range of α.",
+        figure="trends.png",
+    ),
+    "loss plateau shortens as the init scale": Reference(
+        section="§3",
+        statement="Both plateaus of Theorem 1 lengthen as the initialization scale δ shrinks.",
+        figure="trends.png",
+    ),
     "lengthens with depth": Reference(
         section="§5",
         statement="The error plateau of the interpolation lengthens with the depth r.",
@@ -228,33 +241,22 @@ REFERENCES = {
     ),
 }
 
-_POINT = re.compile(r"(?P<name>[^;=]+)=(?P<x>[^:;]+):\s*(?P<m>[-+\d.eE]+)±(?P<sd>[-+\d.eE]+)")
+
+def merge_trend_eta(coarse: list[Check], fine: list[Check], eta: float) -> list[Check]:
+    """`merge_eta` of the trend checks at η and η/4, each keeping its finite-size `Trend`
+    (the one measured at η/4; the values at η are in `measured` and `values`)."""
+    trends = {c.claim: c.trend for c in fine if c.trend is not None}
+    return [
+        dataclasses.replace(c, trend=c.trend or trends.get(c.claim))
+        for c in merge_eta(coarse, fine, eta)
+    ]
 
 
 def plateau_trend(check: Check) -> Trend | None:
-    """The mean ± sd plateau length against depth or δ of a trend check (read from its
-    measured text, 'r=3: 0.578±0.019; …')."""
-    if "lengthens with depth" not in check.claim and "shortens as the init" not in check.claim:
-        return None
-    pts = [m.groupdict() for m in _POINT.finditer(check.measured)]
-    try:
-        x = tuple(float(p["x"]) for p in pts)
-        y = tuple(float(p["m"]) for p in pts)
-        sd = tuple(float(p["sd"]) for p in pts)
-    except ValueError:
-        return None
-    if len(x) < 2:
-        return None
-    name = pts[0]["name"].strip()
-    return Trend(
-        x_label="depth r" if name == "r" else "init scale δ",
-        y_label="error-plateau length (mean ± sd)",
-        x=x,
-        y=y,
-        y_err=sd,
-        note="the claim predicts the direction of the trend, not its values",
-        x_log=name != "r",
-    )
+    """The finite-size trend of a trend check: the mean ± sd plateau length against depth,
+    δ or the bias, attached where the check is built (`checks.check_trend`), None for the
+    other checks."""
+    return check.trend
 
 
 class BiasPlateauExperiment(AbstractExperiment):
@@ -335,6 +337,18 @@ class BiasPlateauExperiment(AbstractExperiment):
             "atol",
             "--method flow: absolute tolerance (default 1e-9)",
             fl.tolerance("--atol", "1e-9"),
+        ),
+        Flag(
+            "init_scale",
+            "how --delta is read: 'output' (default; the output scale, each layer × δ^(1/r), "
+            "the paper's FCN convention) or 'layer' (each layer × δ; output scale δ^r)",
+            choices=("output", "layer"),
+        ),
+        Flag(
+            "stop_ce",
+            "stop each run at matched loss: the first time its mean cross-entropy is ≤ CE "
+            "with zero training error (--t1 is then the horizon; default: no stop)",
+            fl.positive("--stop-ce"),
         ),
         Flag("t1", "training time T (default 300)", fl.positive("--t1")),
         Flag("k", "classes, at most 16 (default 4)", fl.count("--k", 2)),

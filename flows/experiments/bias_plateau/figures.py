@@ -67,24 +67,42 @@ def plot_interpolation(runs: list[DeepRun], path: Path) -> None:
 
 
 def plot_trends(rows: list[dict], cfg: Config, path: Path) -> None:
-    """Mean ± sd interpolation error curves vs depth, vs δ, and with/without bias."""
+    """Mean ± sd interpolation error curves at matched loss vs depth (output scale fixed;
+    per-layer scale fixed when run), vs δ, and with / without bias: solid the path from
+    θ(0) (the paper's), dashed from 0 (depth panels); excluded runs left out."""
     alphas = np.linspace(0.0, 1.0, cfg.n_alpha)
-    fig, axes = new_figure(1, 3, figsize=(16, 4.2))
-    for ax, family, key, fmt in (
-        (axes[0], "depth", "depth", "r = {}"),
-        (axes[1], "delta", "delta", "δ = {:g}"),
-        (axes[2], "bias", "bias", "bias = {}"),
-    ):
-        for val in sorted({r[key] for r in rows if r["family"] == family}, key=float):
-            curves = np.array(
-                [r["error_curve"] for r in rows if r["family"] == family and r[key] == val]
+    panels = [("depth", "depth", "r = {}", f"vs depth (output scale δ = {cfg.deep_delta:g})")]
+    if any(r["family"] == "depth-layer" for r in rows):
+        panels.append(
+            (
+                "depth-layer",
+                "depth",
+                "r = {}",
+                f"vs depth (per-layer scale {cfg.trend_layer_scale:g})",
             )
-            m, s = curves.mean(0), curves.std(0)
-            (line,) = ax.plot(alphas, m, label=fmt.format(val))
-            ax.fill_between(alphas, m - s, m + s, color=line.get_color(), alpha=0.2)
-        ax.set(xlabel="α", ylabel="γ_error(α)", title=f"error interpolation vs {family}")
+        )
+    panels += [
+        ("delta", "delta", "δ = {:g}", "vs init scale δ"),
+        ("bias", "bias", "bias = {}", "with / without output bias"),
+    ]
+    fig, axes = new_figure(1, len(panels), figsize=(5.3 * len(panels), 4.2))
+    for ax, (family, key, fmt, title) in zip(axes, panels, strict=True):
+        fam = [r for r in rows if r["family"] == family and not r.get("excluded")]
+        for val in sorted({r[key] for r in fam}, key=float):
+            sel = [r for r in fam if r[key] == val]
+            curves = np.array([r["error_curve"] for r in sel])
+            m, sd = curves.mean(0), curves.std(0)
+            (line,) = ax.plot(alphas, m, label=f"{fmt.format(val)} (n={len(sel)})")
+            ax.fill_between(alphas, m - sd, m + sd, color=line.get_color(), alpha=0.2)
+            if family.startswith("depth"):
+                z = np.array([r["error_curve_zero"] for r in sel]).mean(0)
+                ax.plot(alphas, z, "--", color=line.get_color(), lw=1)
+        ax.set(xlabel="α", ylabel="γ_error(α)", title=title)
         ax.legend(fontsize=8)
-    fig.suptitle(f"deep {cfg.sweep_activation} net on synthetic data, mean ± sd over seeds")
+    fig.suptitle(
+        f"deep {cfg.sweep_activation} nets on synthetic data at matched loss (mean CE ≤ "
+        f"{cfg.trend_ce:g}, error 0); mean ± sd over seeds; dashed: path from 0"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

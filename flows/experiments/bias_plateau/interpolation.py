@@ -18,7 +18,14 @@ import numpy as np
 from ..._errors import ConfigError
 from ..._losses import cross_entropy
 
-__all__ = ["InterpolationCurve", "interpolate", "alpha_grid", "plateau", "Plateau"]
+__all__ = [
+    "InterpolationCurve",
+    "interpolate",
+    "alpha_grid",
+    "plateau",
+    "Plateau",
+    "zeros_like_params",
+]
 
 
 def alpha_grid(alphas=None, n_alpha: int = 50) -> np.ndarray:
@@ -118,6 +125,13 @@ def interpolate(model, x, y, theta_0, theta_T, *, alphas=None, n_alpha: int = 50
     )
 
 
+def zeros_like_params(theta) -> dict:
+    """θ = 0 with the structure of `theta`: the start of the interpolation from 0,
+    θ^[α] = α θ(T), whose logits are exactly α^r·(signal of θ(T)) + α·b^(T) for a
+    positively homogeneous σ — the small-δ form Theorem 1's proof expands around."""
+    return jax.tree_util.tree_map(lambda v: np.zeros(np.shape(v)), theta)
+
+
 @dataclasses.dataclass(frozen=True)
 class Plateau:
     """The longest run of consecutive grid α where a condition holds.
@@ -148,7 +162,9 @@ def plateau(curve: InterpolationCurve, *, kind: str = "error", tol: float = 0.02
     """Plateau of an interpolation curve.
 
     `kind='error'`: α with γ_error(α) ≥ 1 − 1/k − `tol` (chance-level error);
-    `kind='loss'`: α with |γ_loss(α) − log k| ≤ `tol` (the loss of a zero-logit net).
+    `kind='loss'`: α with |γ_loss(α) − log k| ≤ `tol` (the loss of a zero-logit net);
+    `kind='loss-floor'`: α with γ_loss(α) ≥ log k − `tol` (one-sided, as Theorem 1 bounds
+    the loss: γ_loss ≥ log k − 2eε; the bias term α·b^(T) may lift the loss above log k).
     Returns the longest run of consecutive grid points (`Plateau`).
     """
     if not (math.isfinite(tol) and tol >= 0):
@@ -157,6 +173,8 @@ def plateau(curve: InterpolationCurve, *, kind: str = "error", tol: float = 0.02
         mask = curve.error >= curve.chance_error - tol
     elif kind == "loss":
         mask = np.abs(curve.loss - math.log(curve.k)) <= tol
+    elif kind == "loss-floor":
+        mask = curve.loss >= math.log(curve.k) - tol
     else:
-        raise ConfigError(f"`kind` must be 'error' or 'loss'; got {kind!r}.")
+        raise ConfigError(f"`kind` must be 'error', 'loss' or 'loss-floor'; got {kind!r}.")
     return _longest_run(curve.alphas, mask)

@@ -11,18 +11,48 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
 from ..._losses import cross_entropy
 
-__all__ = ["classification_observables", "homogeneous_observables", "top_gap"]
+__all__ = ["classification_observables", "homogeneous_observables", "top_gap", "matched_loss"]
 
 
 def top_gap(b):
     """Largest bias minus the second largest (0 for ties)."""
     s = jnp.sort(b)
     return s[-1] - s[-2]
+
+
+def min_margin(logits, y):
+    """min over samples of z_y(x) − max_{j≠y} z_j(x): > 0 iff every sample is classified
+    correctly (training error 0)."""
+    k = logits.shape[-1]
+    onehot = jax.nn.one_hot(y, k, dtype=bool)
+    z_y = jnp.sum(jnp.where(onehot, logits, 0.0), axis=-1)
+    z_other = jnp.max(jnp.where(onehot, -jnp.inf, logits), axis=-1)
+    return jnp.min(z_y - z_other)
+
+
+@dataclasses.dataclass(frozen=True)
+class matched_loss:  # noqa: N801 (used like a function: `stop=matched_loss(0.1)`)
+    """Stop condition (`flows.simulate(stop=…)`, `flows.gradient_descent(stop=…)`): the run
+    ends at the first time the average cross-entropy is ≤ `ce` *and* every training sample
+    is classified correctly — nets of different depth or init scale are compared at the
+    same training loss, not at one training time.
+
+    The value max(mean CE − `ce`, −min margin) is > 0 before and ≤ 0 exactly there (the
+    margin z_y − max_{j≠y} z_j of every sample ≥ 0 ⇔ training error 0)."""
+
+    ce: float
+
+    def __call__(self, problem, theta, t):
+        logits = problem.model(theta, problem.x)
+        y = problem.y.astype(jnp.int32)
+        return jnp.maximum(cross_entropy(logits, y) - self.ce, -min_margin(logits, y))
 
 
 def classification_observables(problem, theta, t):

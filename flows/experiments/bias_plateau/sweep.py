@@ -15,6 +15,8 @@ interpolation θ^[α] between θ(0) and θ(T) (`interpolate`) and its error plat
   the mean cross-entropy), `mean_ce_final`, `train_error_final`;
 - the bias gap at T (`bias_gap` = Theorem 1's Δ_min, `bias_gap_max` = Δ_max, `k_star`)
   and Theorem 1's `v_max`, `alpha_1`, `alpha_2` (NaN without an output bias);
+- `stopped_at` (the matched-loss stop time with `--stop-ce`, else NaN) and
+  `delta_output` (the output scale δ of the init: δ, or δ^r with `--init-scale layer`);
 - the solver's or GD's statistics (`t_reached`, `steps`, `accepted_steps`,
   `rejected_steps`, `vf_evals`, `wall_s`, `compile_s`; `energy_residual_max`, the
   flow's accuracy certificate (for GD the defect of the same identity); `max_loss_rise`
@@ -56,6 +58,7 @@ from ..base import new_figure
 from .checks import theorem1_of
 from .config import NAME, Config
 from .interpolation import plateau
+from .observables import matched_loss
 from .runs import synthetic_deep_data, train_deep
 
 __all__ = ["PlateauSweep", "PlateauSweepConfig", "plateau_sweep", "plot_plateau_sweep"]
@@ -111,7 +114,11 @@ class PlateauSweepConfig:
     `atol`; the settings of the other method must be None), trained to time `t1`;
     `activation` of the hidden layers; `bias`: the output bias exists; `k` classes (≤ d =
     16 input dimensions), `width` hidden units, `n_per_class` samples per class (noise
-    σ = 0.1); `n_alpha` interpolation points; `plateau_tol` of the error plateau.
+    σ = 0.1); `n_alpha` interpolation points; `plateau_tol` of the error plateau;
+    `stop_ce`: when set, every run stops at matched loss — the first time its mean
+    cross-entropy is ≤ `stop_ce` with zero training error (`matched_loss`) — and `t1` is
+    the horizon; `init_scale`: how δ is read, 'output' (the output scale: each layer ×
+    δ^{1/r}, the paper's FCN convention) or 'layer' (each layer × δ; output scale δ^r).
     """
 
     method: str = _CHECK.sweep_method
@@ -126,6 +133,8 @@ class PlateauSweepConfig:
     n_per_class: int = _CHECK.deep_n_per_class
     n_alpha: int = _CHECK.n_alpha
     plateau_tol: float = _CHECK.plateau_tol
+    stop_ce: float | None = None
+    init_scale: str = "output"
 
     def __post_init__(self):
         if self.method not in ("gd", "flow"):
@@ -161,9 +170,19 @@ class PlateauSweepConfig:
         set_("n_per_class", as_int("--n-per-class", self.n_per_class, minimum=1))
         set_("n_alpha", as_int("--n-alpha", self.n_alpha, minimum=2))
         set_("plateau_tol", as_float("--plateau-tol", self.plateau_tol, nonnegative=True))
+        if self.stop_ce is not None:
+            set_("stop_ce", as_float("--stop-ce", self.stop_ce, positive=True))
+        if self.init_scale not in ("output", "layer"):
+            raise ConfigError(
+                f"--init-scale must be 'output' (δ is the output scale) or 'layer' (δ is "
+                f"each layer's scale); got {self.init_scale!r}."
+            )
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        for key, default in (("stop_ce", None), ("init_scale", "output")):
+            if d[key] == default:  # manifests of sweeps run without them stay as they were
+                del d[key]
         if self.method == "gd":
             del d["rtol"], d["atol"]
         else:
@@ -213,6 +232,8 @@ SCALARS = (
     "compile_s",
     "energy_residual_max",
     "max_loss_rise",
+    "stopped_at",
+    "delta_output",
 )
 CURVES = ("interp_alpha", "error_curve", "loss_curve")
 
@@ -228,9 +249,10 @@ def run_point(cfg: PlateauSweepConfig, depth: int, delta: float, seed: int) -> d
         width=cfg.width,
         activation=cfg.activation,
         bias=cfg.bias,
-        delta=delta,
+        delta=delta**depth if cfg.init_scale == "layer" else delta,
     )
-    run = train_deep(model, data, seed=seed, t1=cfg.t1, method=cfg.method, cfg=ecfg)
+    stop = None if cfg.stop_ce is None else matched_loss(cfg.stop_ce)
+    run = train_deep(model, data, seed=seed, t1=cfg.t1, method=cfg.method, cfg=ecfg, stop=stop)
     pl = plateau(run.curve, kind="error", tol=cfg.plateau_tol)
     th = theorem1_of(run)
     o, st = run.traj.observables, run.traj.stats
@@ -254,6 +276,8 @@ def run_point(cfg: PlateauSweepConfig, depth: int, delta: float, seed: int) -> d
         "alpha_2": th.alpha_2 if th else math.nan,
         "energy_residual_max": np.max(o["energy_residual"]),
         "max_loss_rise": st.get("max_loss_rise", math.nan),
+        "stopped_at": st.get("stopped_at", math.nan),
+        "delta_output": model.delta,
     }
     for k in ("t_reached", "steps", "accepted_steps", "rejected_steps", "vf_evals", "wall_s"):
         out[k] = st[k]
@@ -303,9 +327,11 @@ class PlateauSweep(AbstractSweepSpec):
     def describe(self) -> str:
         c = self.config
         how = f"GD lr={c.lr:g}" if c.method == "gd" else f"flow rtol={c.rtol:g}, atol={c.atol:g}"
+        stop = "" if c.stop_ce is None else f" (stop at mean CE ≤ {c.stop_ce:g}, error 0)"
+        scale = "δ per layer" if c.init_scale == "layer" else "δ output scale"
         return (
-            f"{how}, T={c.t1:g}, {c.activation}, width {c.width}, k={c.k}, "
-            f"{'output bias' if c.bias else 'no bias'}, {c.n_alpha} α points"
+            f"{how}, T={c.t1:g}{stop}, {c.activation}, width {c.width}, k={c.k}, "
+            f"{'output bias' if c.bias else 'no bias'}, {scale}, {c.n_alpha} α points"
         )
 
     def point_text(self, rec) -> str:
@@ -365,6 +391,8 @@ def plateau_sweep(
     n_per_class: int = _CHECK.deep_n_per_class,
     n_alpha: int = _CHECK.n_alpha,
     plateau_tol: float = _CHECK.plateau_tol,
+    stop_ce: float | None = None,
+    init_scale: str = "output",
     scheduler: str | None = None,
     connect_timeout: float = 10.0,
     plot: bool = True,
@@ -375,7 +403,8 @@ def plateau_sweep(
     **Arguments:** `out` (the folder: see `flows._sweep`); the grid `depth` ('3,4,5'),
     `delta` ('1e-3,1e-2'), `seeds` ('0-2'); the settings of `PlateauSweepConfig`
     (`lr` for `method='gd'`, default 0.05; `rtol`, `atol` for `method='flow'`, defaults
-    1e-6, 1e-9); `scheduler`, `connect_timeout`, `plot` (`OUT/plateau.png`), `progress`
+    1e-6, 1e-9; `stop_ce` for runs stopped at matched loss; `init_scale` 'output' or
+    'layer'); `scheduler`, `connect_timeout`, `plot` (`OUT/plateau.png`), `progress`
     as in `flows._sweep.sweep`.
 
     **Returns:** a `SweepResult`. Raises `ConfigError` naming the flag on bad input,
@@ -394,6 +423,8 @@ def plateau_sweep(
         n_per_class=n_per_class,
         n_alpha=n_alpha,
         plateau_tol=plateau_tol,
+        stop_ce=stop_ce,
+        init_scale=init_scale,
     )
     return run_sweep(
         PlateauSweep(cfg),
