@@ -38,6 +38,13 @@ __all__ = [
     "theorem2_qmax_bound",
     "theorem2_rate_ratio_scale",
     "secondary_plateau_end",
+    "proposition1_bound",
+    "lemma2_rate_bound",
+    "corollary1_w2_terms",
+    "corollary2_condensation_bound",
+    "corollary3_lower_deficit",
+    "corollary4_w2_terms",
+    "theorem2_wperp_bound",
     "linearized_closed_form",
     "linearized_solution",
     "linearized_vector_field",
@@ -165,6 +172,68 @@ def secondary_plateau_end(t_d: float, m: float, beta: float) -> float:
     return t_d + math.log(m) / (40 * beta)
 
 
+def proposition1_bound(m: float, alpha: float) -> float:
+    """Proposition 1 (30): (Σ_k (w_kⁱ)²)^{1/2} ≤ C max{m^{-(2α−1)/2}, (ln m)⁵ m^{-5/2}} for
+    t ≤ min{T_p, T₁}, i ≥ 2; this returns the max{·}."""
+    _check_m(m)
+    _check_alpha(alpha)
+    lm = math.log(m)
+    return max(m ** (-(2 * alpha - 1) / 2), lm**5 * m**-2.5)
+
+
+def lemma2_rate_bound(m: float, beta: float, gamma: float) -> float:
+    """Lemma 2 (22): while q_max ≤ m^{-β}(ln m)^γ, (Σ_k (w_kⁱ)²)^{1/2} grows at most at the
+    rate C max{(ln m)^{3γ} / m^{3β−1/2}, (ln m)^{5γ} / m^{5β−3/2}}; this returns the max{·}."""
+    _check_m(m)
+    lm = math.log(m)
+    return max(
+        lm ** (3 * gamma) * m ** (-(3 * beta - 0.5)), lm ** (5 * gamma) * m ** (-(5 * beta - 1.5))
+    )
+
+
+def corollary1_w2_terms(m: float, alpha: float) -> tuple[float, float]:
+    """Corollary 1 (42) at T_p: W₂(ρ_|a|, ρ_‖w‖)/W₂(ρ_|a|) ≤ C·first + C·second with
+    first = m^{-(γ₁−α₁)} (ln m)³ and second = max{m^{-(α−α₁)}, (ln m)⁵ / m^{3−α₁}}."""
+    _check_m(m)
+    a1, g1, _ = table1(alpha)
+    lm = math.log(m)
+    return m ** (-(g1 - a1)) * lm**3, max(m ** (-(alpha - a1)), lm**5 * m ** (-(3 - a1)))
+
+
+def corollary2_condensation_bound(m: float, alpha: float) -> float:
+    """Corollary 2 (43) at T_p, read the right way up: 1 − Σ(w¹)²/Σ‖w‖² ≤ C max{m^{-(2α−2α₁)},
+    (ln m)¹⁰ / m^{6−2α₁}}; this returns the max{·}."""
+    _check_m(m)
+    a1 = table1(alpha).alpha1
+    lm = math.log(m)
+    return max(m ** (-(2 * alpha - 2 * a1)), lm**10 * m ** (-(6 - 2 * a1)))
+
+
+def corollary3_lower_deficit(m: float, alpha: float) -> float:
+    """Corollary 3 (60): at T_fp,α (= T_p, the only time the notation stands for in the
+    proofs), ‖∇R‖_∞ ≥ (1 − C m^{-2α₁}) ‖θ‖_∞; this returns m^{-2α₁}."""
+    _check_m(m)
+    return m ** (-2 * table1(alpha).alpha1)
+
+
+def corollary4_w2_terms(m: float, alpha: float, delta_prime: float) -> tuple[float, float]:
+    """Corollary 4 (61) at T_d: W₂(ρ_|a|, ρ_‖w‖)/W₂(ρ_|a|) ≤ first + C·second with
+    first = m^{-(α−1/2)} (no constant) and second = max{m^{-(2α−1)/2}, ln m / m^{1−5α₂}},
+    α₂ = (2α−1)δ′."""
+    _check_m(m)
+    _check_alpha(alpha)
+    a2 = (2 * alpha - 1) * delta_prime
+    lm = math.log(m)
+    return m ** (-(alpha - 0.5)), max(m ** (-(2 * alpha - 1) / 2), lm * m ** (-(1 - 5 * a2)))
+
+
+def theorem2_wperp_bound(m: float, alpha: float, delta_prime: float) -> float:
+    """Theorem 2 (47), second line: max_{k, i≥2} |w_kⁱ(T_d)| ≤ m^{-(α − 2(2α−1)δ′)}."""
+    _check_m(m)
+    _check_alpha(alpha)
+    return m ** (-(alpha - 2 * (2 * alpha - 1) * delta_prime))
+
+
 # ---------------------------------------------------------------------------------------
 # Linearized flow (eq. 15) and its closed form (eq. 23)
 
@@ -288,7 +357,7 @@ def normalization(s2: float, b_norm: float) -> Normalization:
     return Normalization(math.sqrt(b_norm / s2), float(b_norm), b_norm / s2)
 
 
-def plateau_departure_terms(a, w, c4: float, b3: float, sigma3: float = -2.0):
+def plateau_departure_terms(a, w, c4: ArrayLike, b3: ArrayLike, sigma3: float = -2.0):
     """Third-order terms f_k, g_k of §4.3.2 for d = 1 (σ‴(0) = −2 for tanh).
 
     f_k = −(1/6) c₄ σ‴(0) (Σ_l a_l w_l³) w_k + (1/6) b₃ σ‴(0) w_k³

@@ -22,6 +22,9 @@ TINY = ex.Config(
     sweep_alpha=(1.0, 1.25),
     sweep_seeds=(0,),
     sweep_n=40,
+    targets=("f1",),
+    target_m=200,
+    target_n=60,
 )
 
 
@@ -44,8 +47,20 @@ def test_tiny_run_verdicts(tiny_run):
     verdicts = {c.claim: c.verdict for c in checks}
     assert all(v in (HOLDS, FAILS, NOT_APPLICABLE) for v in verdicts.values())
     # on Assumption 1–2 data the crisp claims hold even at m = 300
-    for text in ("energy identity", "non-increasing", "T_p ≤ T₁", "logistic law", "K/K′ → 1/2"):
+    for text in (
+        "energy identity",
+        "non-increasing",
+        "T_p ≤ T₁",
+        "logistic law",
+        "K/K′ → 1/2",
+        "relative W₂(ρ_|a|, ρ_‖w‖) at T_d",
+    ):
         assert _by_source(checks, text).verdict == HOLDS, text
+    # §4.3.2: the third-order split rate is measured on the secondary plateau (d = 1)
+    split = _by_source(checks, "secondary plateau: d(Σa²")
+    assert split.verdict in (HOLDS, FAILS) and split.values["split_err"] < 0.5
+    # the printed f_k misses the K-proportional term, which matters at K ≈ 1
+    assert split.values["split_err_printed"] > 2 * split.values["split_err"]
     # d = 1 makes the condensation ratio trivially 1: reported as not applicable, not a pass
     assert _by_source(checks, "condensation").verdict == NOT_APPLICABLE
     assert 0 < st["T_p"] < st["T_d"] < st["T_sp"]
@@ -75,11 +90,14 @@ def test_each_check_can_fail(tiny_run):
     def shift_k(obs):
         obs["K_hat"] = np.where(tau > st["T_p"], np.minimum(o["K_hat"] + 0.05, 0.95), o["K_hat"])
 
-    def big_grad(obs):
-        obs["grad_rel"] = obs["grad_rel"] * 10
-
     def flat_w2(obs):
         obs["w2_rel"] = np.full_like(obs["w2_rel"], 0.5)
+
+    def huge_w2(obs):  # over Corollary 1's (vacuous at this m) bound
+        obs["w2_rel"] = np.full_like(obs["w2_rel"], 1e3)
+
+    def wrong_split(obs):
+        obs["split_rate_3"] = obs["split_rate_3"] * 2.0
 
     def big_q(obs):
         obs["q_max"] = obs["q_max"] * 100
@@ -88,9 +106,10 @@ def test_each_check_can_fail(tiny_run):
         "energy identity": bump_energy,
         "non-increasing": raise_loss,
         "T_p ≤ T₁": break_linearization,
-        "β-relative": big_grad,
-        "relative W₂": flat_w2,
+        "relative W₂(ρ_|a|, ρ_‖w‖) at T_d": flat_w2,
+        "relative W₂(ρ_|a|, ρ_‖w‖) at T_p": huge_w2,
         "q_max(T_d)": big_q,
+        "secondary plateau: d(Σa²": wrong_split,
     }
     for text, mutate in cases.items():
         assert _by_source(_recheck(traj, units, mutate), text).verdict == FAILS, text
@@ -147,6 +166,13 @@ def test_run_writes_complete_results(tmp_path):
     names = sorted(p.name for p in report.files)
     assert names == ["K.png", "descent_time.png", "results.json", "stages.png", "trajectory.nc"]
     res = json.loads((tmp_path / "multistage" / "results.json").read_text())
+    # the target figure and the sweep's finite-size trends are part of the report
+    assert [t["target"] for t in res["targets"]] == ["f1"]
+    target = [c for c in report.checks if c.claim.startswith("target figure")]
+    assert len(target) == 1 and target[0].verdict != NOT_APPLICABLE
+    cor3 = [c for c in report.checks if "β-relative critical point" in c.claim]
+    assert len(cor3) == 1 and cor3[0].trend is not None and len(cor3[0].trend.x) == 2
+    assert all("grad_rel_Td" in r for r in res["sweep"])
     assert res["config"]["m"] == 300 and "jax" in res["versions"]
     assert len(res["checks"]) == len(report.checks)
     assert res["solver"] == {"name": "tsit5", "rtol": 1e-6, "atol": 1e-9}

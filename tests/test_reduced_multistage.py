@@ -24,6 +24,7 @@ def _integrate(f, y0, t1, args=None, ts=None):
         stepsize_controller=diffrax.PIDController(rtol=1e-13, atol=1e-14),
         max_steps=100_000,
     )
+    assert sol.ys is not None
     return sol.ys
 
 
@@ -138,3 +139,27 @@ def test_normalization_values():
     assert nz.lam == pytest.approx(math.sqrt(0.5)) and nz.time_rate == 2.0 and nz.k_inf == 0.5
     with pytest.raises(ValueError):
         ms.normalization(1.0, 0.0)
+
+
+def test_bound_formulas_at_hand_computed_points():
+    # α = 1: (α₁, γ₁) = (3/4, 5/4); m = e⁴ makes ln m = 4
+    m, lm = math.exp(4.0), 4.0
+    assert ms.proposition1_bound(m, 1.0) == pytest.approx(max(m**-0.5, lm**5 * m**-2.5))
+    assert ms.lemma2_rate_bound(m, 0.75, 1.0) == pytest.approx(
+        max(lm**3 * m**-1.75, lm**5 * m**-2.25)
+    )
+    first, second = ms.corollary1_w2_terms(m, 1.0)
+    assert first == pytest.approx(m**-0.5 * lm**3)
+    assert second == pytest.approx(max(m**-0.25, lm**5 * m**-2.25))
+    assert ms.corollary2_condensation_bound(m, 1.0) == pytest.approx(max(m**-0.5, lm**10 * m**-4.5))
+    assert ms.corollary3_lower_deficit(m, 1.0) == pytest.approx(m**-1.5)
+    first, second = ms.corollary4_w2_terms(1e4, 1.0, 0.1)  # α₂ = 0.1: 1 − 5α₂ = 1/2
+    assert first == pytest.approx(1e-2)
+    assert second == pytest.approx(max(1e-2, math.log(1e4) / 1e2))
+    assert ms.theorem2_wperp_bound(1e4, 1.0, 0.1) == pytest.approx(1e4**-0.8)
+    # α > 3/2 switches Table 1 to (α₁, γ₁) = (1, 2)
+    assert ms.corollary3_lower_deficit(100.0, 2.0) == pytest.approx(100.0**-2)
+    with pytest.raises(ValueError, match="alpha"):
+        ms.proposition1_bound(100.0, 0.5)
+    with pytest.raises(ValueError, match="width"):
+        ms.corollary4_w2_terms(1.0, 1.0, 0.1)

@@ -30,7 +30,9 @@ What is derived (each item is one `Identity`, in the order of the paper):
 8. §4.3.2, d = 1: the third-order terms f_k, g_k. **Erratum**: the printed f_k omits
    −(1/3!) c₄ σ‴(0) (Σ_l a_l w_l) w_k³ (it comes from the third integral of the paper's
    own eq. (9)); the printed g_k is right. `reduced.multistage.plateau_departure_terms`
-   copies the printed f_k.
+   implements the derived (corrected) f_k; `flows check multistage` compares both with
+   the flow (row '§4.3.2': the leading terms cancel in d(Σa² − Σw²)/dt, so this rate is
+   the third-order terms' alone).
 
 The module also generates JAX vector fields from the derived expressions
 (`generated_vector_fields`), which the tests compare with `reduced.multistage`.

@@ -9,7 +9,6 @@ from .checks import MainRun as MainRun
 from .checks import cfg_d as cfg_d
 from .checks import check_a2_over_u2 as check_a2_over_u2
 from .checks import check_condensation as check_condensation
-from .checks import check_critical_point as check_critical_point
 from .checks import check_descent_time as check_descent_time
 from .checks import check_energy_identity as check_energy_identity
 from .checks import check_K_ratio as check_K_ratio
@@ -25,10 +24,16 @@ from .checks import check_secondary_K as check_secondary_K
 from .checks import check_secondary_rate as check_secondary_rate
 from .checks import check_slope_alpha as check_slope_alpha
 from .checks import check_slope_lnm as check_slope_lnm
+from .checks import check_split as check_split
 from .checks import check_sweep as check_sweep
-from .checks import check_w2 as check_w2
+from .checks import check_targets as check_targets
+from .checks import check_w2_descent as check_w2_descent
+from .checks import check_w2_plateau as check_w2_plateau
 from .checks import linearization_time as linearization_time
+from .checks import split_metrics as split_metrics
+from .checks import target_metrics as target_metrics
 from .checks import theory_inapplicable as theory_inapplicable
+from .checks import window_max as window_max
 from .config import FILES as FILES
 from .config import GTRSIM_C as GTRSIM_C
 from .config import LESSSIM_C as LESSSIM_C
@@ -49,6 +54,7 @@ from .observables import multistage_observables as multistage_observables
 from .observables import relative_w2 as relative_w2
 from .runs import descent_time_sweep as descent_time_sweep
 from .runs import run_main as run_main
+from .runs import run_target as run_target
 from .runs import stage_times as stage_times
 from .sweep import ATOL_INIT_FRACTION as ATOL_INIT_FRACTION
 from .sweep import AXES as AXES
@@ -70,3 +76,7 @@ from .sweep import plot_descent_sweep as plot_descent_sweep
 from .sweep import point_id as point_id
 from .sweep import run_points as run_points
 from .sweep import upgrade_config as upgrade_config
+from .trends import attach_trends as attach_trends
+from .trends import check_critical_point_convergence as check_critical_point_convergence
+from .trends import check_trends as check_trends
+from .trends import row_metrics as row_metrics

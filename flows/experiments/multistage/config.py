@@ -36,9 +36,13 @@ class Config:
     ('paper': 1000 points on [−15, 15]; 'assumption': data with E xxᵀ = I, E[f x] = e₁),
     `n` points, PRNG `seed`, final physical time `t1`, `solver`, `rtol`, `atol`.
     Theory: `beta` (T_d = first t ≥ T_p with 1 − K̂ ≤ β), `delta_prime` (Theorem 2).
-    Sweep (Assumption 1–2 data, f₂, `sweep_n` points): widths `sweep_m`, exponents
-    `sweep_alpha`, seeds `sweep_seeds`; fitted slopes must lie within `slope_tol`
-    (relative) of the theory.
+    Sweep (Assumption 1–2 data in `sweep_d` dimensions, f₂, `sweep_n` points): widths
+    `sweep_m`, exponents `sweep_alpha`, seeds `sweep_seeds`; fitted slopes must lie within
+    `slope_tol` (relative) of the theory. The sweep's runs also give every asymptotic
+    claim at ≥ 2 widths (the finite-size trends; d ≥ 2 for the claims about the
+    directions orthogonal to E[f x]).
+    Target figure (paper data, width `target_m`, `target_n` points, final time
+    `target_t1`): one run per target in `targets` (empty: not run).
     """
 
     m: int = 5000
@@ -57,7 +61,12 @@ class Config:
     sweep_alpha: tuple[float, ...] = (0.75, 1.0, 1.25)
     sweep_seeds: tuple[int, ...] = (0, 1)
     sweep_n: int = 100
+    sweep_d: int = 2
     slope_tol: float = 0.15
+    targets: tuple[str, ...] = ("f1", "f2", "f3")
+    target_m: int = 1000
+    target_n: int = 200
+    target_t1: float = 8.0
 
     def __post_init__(self):
         if not (isinstance(self.m, int) and self.m >= 1):
@@ -80,12 +89,24 @@ class Config:
             raise ConfigError(f"`beta` must lie in (0, 1); got {self.beta!r}.")
         if not 0 < self.delta_prime < 2:
             raise ConfigError(f"`delta_prime` must lie in (0, 2); got {self.delta_prime!r}.")
+        if not (isinstance(self.sweep_d, int) and self.sweep_d >= 1):
+            raise ConfigError(f"`sweep_d` must be an integer ≥ 1; got {self.sweep_d!r}.")
+        if not (isinstance(self.target_m, int) and self.target_m >= 2):
+            raise ConfigError(f"`target_m` must be an integer ≥ 2; got {self.target_m!r}.")
+        if not (isinstance(self.target_n, int) and self.target_n >= 2):
+            raise ConfigError(f"`target_n` must be an integer ≥ 2; got {self.target_n!r}.")
+        if not (math.isfinite(self.target_t1) and self.target_t1 > 0):
+            raise ConfigError(f"`target_t1` must be > 0; got {self.target_t1!r}.")
+        bad = [t for t in self.targets if t not in ("f1", "f2", "f3")]
+        if bad:
+            raise ConfigError(f"`targets` must be among 'f1', 'f2', 'f3'; got {bad!r}.")
         if any(m < 2 for m in self.sweep_m) or any(a <= 0.5 for a in self.sweep_alpha):
             raise ConfigError("`sweep_m` must be ≥ 2 and `sweep_alpha` > 1/2 (theory regime).")
 
 
 def default_config(quick: bool = False) -> Config:
-    """The built-in default; `quick` is a smaller version (m = 1000, t1 = 2, one seed)."""
+    """The built-in default; `quick` is a smaller version (m = 1000, t1 = 2, one seed, no
+    target-figure runs)."""
     if quick:
-        return Config(m=1000, t1=2.0, sweep_m=(250, 1000, 4000), sweep_seeds=(0,))
+        return Config(m=1000, t1=2.0, sweep_m=(250, 1000, 4000), sweep_seeds=(0,), targets=())
     return Config()

@@ -55,7 +55,7 @@ def save_times(cfg: Config, units: Units) -> np.ndarray:
     tau_d = ms.descent_time_leading(cfg.m, cfg.alpha) if cfg.alpha > 0.5 else math.log(cfg.m)
     tau_sp = tau_d + 3.0 + math.log(cfg.m) / (40 * cfg.beta)
     t_dense = min(cfg.t1, 2.0 * units.t(tau_sp))
+    if not t_dense < cfg.t1:  # all dense, with as many saves (runs of one shape share a compile)
+        return np.linspace(0.0, cfg.t1, 1001)
     ts = np.linspace(0.0, t_dense, 801)
-    if t_dense < cfg.t1:
-        ts = np.concatenate([ts, np.geomspace(t_dense, cfg.t1, 201)[1:]])
-    return ts
+    return np.concatenate([ts, np.geomspace(t_dense, cfg.t1, 201)[1:]])

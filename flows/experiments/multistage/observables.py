@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from reduced.multistage import linearized_solution
+from reduced.multistage import linearized_solution, plateau_departure_terms
 
 __all__ = ["multistage_observables", "relative_w2"]
 
@@ -35,6 +35,14 @@ def multistage_observables(problem, theta, t):
     - `condensation` = Σ u_k² / Σ ‖w_k‖² (Corollary 2); `a2_over_u2` = Σ a_k² / Σ u_k².
     - `norm_a`, `norm_w`, `ratio_aw` = ‖a‖/‖w‖; `w2_rel` = relative W₂ (Corollaries 1, 4).
     - `grad_rel` = ‖∇R‖_∞ / ‖θ‖_∞ (Corollary 3).
+    - `w_perp_l2` = max_i (Σ_k (w_k⊥ⁱ)²)^{1/2} over the coordinates of w_k⊥ = w_k − u_k b̂
+      (Proposition 1, Lemma 2: under Assumption 2, b̂ = e₁ and these are the wⁱ, i ≥ 2).
+    - `split_rate` = d/dt (Σa² − Σ‖w‖²) along the flow (θ̇ = −∇R), and, for d = 1, its
+      third-order prediction of §4.3.2, `split_rate_3` = 2 Σ_k (a_k f_k − w_k g_k) with the
+      derived f_k, g_k (`reduced.multistage.plateau_departure_terms`), and
+      `split_rate_3_printed` with the paper's printed f_k (NaN for d > 1). The leading
+      terms of eq. (10) cancel in this difference for any moments, and the third-order
+      terms hold in the data's own units (c₄ = E x⁴, b₃ = E[f x³]).
     - `r_max` = max_k (|a_k − ã_k| + |u_k − ũ_k|) against the linearized closed form
       (eq. 23, growth rate ‖b‖) from the same θ(0).
     """
@@ -56,6 +64,19 @@ def multistage_observables(problem, theta, t):
     g_inf = jnp.max(jnp.stack([jnp.max(jnp.abs(v)) for v in leaves_g]))
     t_inf = jnp.max(jnp.stack([jnp.max(jnp.abs(v)) for v in leaves_t]))
     a_lin, w_lin = linearized_solution(problem.theta0["a"], problem.theta0["w"], b, t)
+    w_perp = w - u[:, None] * bhat[None, :]
+    split = -2.0 * (jnp.sum(a * g["a"]) - jnp.sum(w * g["w"]))
+    if d == 1:
+        x1 = x[:, 0]
+        c4, b3 = jnp.mean(x1**4), jnp.mean(y * x1**3)
+        f3, g3 = plateau_departure_terms(a, w[:, 0], c4, b3)
+        split_3 = 2.0 * (jnp.sum(a * f3) - jnp.sum(w[:, 0] * g3))
+        # the printed f_k lacks −(1/6) c₄ σ‴(0) (Σ a_l w_l) w_k³ (σ‴(0) = −2)
+        s_aw, w1 = jnp.sum(a * w[:, 0]), w[:, 0]
+        f3_printed = f3 - (1 / 3) * c4 * s_aw * w1**3
+        split_3_printed = 2.0 * (jnp.sum(a * f3_printed) - jnp.sum(w1 * g3))
+    else:
+        split_3 = split_3_printed = jnp.asarray(jnp.nan, dtype=a.dtype)
     u_lin = w_lin @ bhat
     return {
         "K": K,
@@ -72,4 +93,8 @@ def multistage_observables(problem, theta, t):
         "w2_rel": relative_w2(a, w_norms),
         "grad_rel": g_inf / t_inf,
         "r_max": jnp.max(jnp.abs(a - a_lin) + jnp.abs(u - u_lin)),
+        "w_perp_l2": jnp.max(jnp.sqrt(jnp.sum(w_perp**2, axis=0))),
+        "split_rate": split,
+        "split_rate_3": split_3,
+        "split_rate_3_printed": split_3_printed,
     }

@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 
 from reduced import multistage as ms
 
-from ..._data import assumption_data, moments
+from ..._data import Dataset, assumption_data, moments
 from ..._problem import make_problem
 from ..._simulate import simulate
 from ..._stages import detect_stages_from_loss, first_crossing
@@ -19,11 +20,14 @@ from .config import NAME, Config
 from .data import Units, make_data, save_times
 from .observables import multistage_observables
 
-__all__ = ["run_main", "stage_times", "descent_time_sweep"]
+__all__ = ["run_main", "run_target", "stage_times", "descent_time_sweep"]
 
 
-def run_main(cfg: Config, *, progress: bool = False) -> tuple[Trajectory, Units]:
-    data = make_data(cfg)
+def run_main(
+    cfg: Config, *, progress: bool = False, data: Dataset | None = None
+) -> tuple[Trajectory, Units]:
+    """The main run of `cfg` (on `data` instead of `make_data(cfg)` when given)."""
+    data = make_data(cfg) if data is None else data
     units = Units.of(moments(data))
     model = TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha)
     problem = make_problem(model, data, key=cfg.seed)
@@ -42,6 +46,22 @@ def run_main(cfg: Config, *, progress: bool = False) -> tuple[Trajectory, Units]
     return traj, units
 
 
+def run_target(cfg: Config, target: str) -> tuple[Trajectory, Units]:
+    """One run of the paper's target figure: `target` on the paper's data (`target_n`
+    points), width `target_m`, horizon `target_t1`, the main run's α, seed and solver."""
+    tcfg = dataclasses.replace(
+        cfg, m=cfg.target_m, n=cfg.target_n, t1=cfg.target_t1, target=target, data="paper"
+    )
+    # One name for the three targets' data sets: the name is a static field of the
+    # problem, so distinct names would compile the same solve three times (≈ 7 s each).
+    # The target stays in the data's metadata and in the run's config.
+    data = make_data(tcfg)
+    data = dataclasses.replace(
+        data, name="paper-target-figure", meta={**data.meta, "target": target}
+    )
+    return run_main(tcfg, data=data)
+
+
 def stage_times(traj: Trajectory, units: Units, m: int, alpha: float, beta: float) -> dict:
     """T_p (Table 1, predicted), T_d (measured: first τ ≥ T_p with 1 − K̂ ≤ β), T_sp (eq. 63),
     and the loss-only detector's stage ends, all in the theorems' time τ."""
@@ -58,21 +78,28 @@ def stage_times(traj: Trajectory, units: Units, m: int, alpha: float, beta: floa
     return out
 
 
-def descent_time_sweep(cfg: Config, *, progress: bool = False) -> list[dict]:
-    """T_d for every (α, m, seed) of the sweep, on Assumption 1–2 data (f₂, `sweep_n` points)."""
-    data = assumption_data("f2", n=cfg.sweep_n)
+def descent_time_sweep(
+    cfg: Config,
+    *,
+    progress: bool = False,
+    metrics: Callable[[Trajectory, Units, Config], dict] | None = None,
+) -> list[dict]:
+    """T_d for every (α, m, seed) of the sweep, on Assumption 1–2 data (f₂, `sweep_n`
+    points in `sweep_d` dimensions); `metrics(traj, units, cfg_of_the_run)` adds the
+    finite-size quantities of each run to its row (`trends.row_metrics`)."""
+    data = assumption_data("f2", n=cfg.sweep_n, d=cfg.sweep_d)
     units = Units.of(moments(data))
     rows = []
     for alpha in cfg.sweep_alpha:
         for m in cfg.sweep_m:
             t1 = ms.descent_time_leading(m, alpha) + 8.0
             for seed in cfg.sweep_seeds:
-                problem = make_problem(TwoLayer(m=m, d=1, alpha=alpha), data, key=seed)
+                problem = make_problem(TwoLayer(m=m, d=data.d, alpha=alpha), data, key=seed)
                 start = time.perf_counter()
                 traj = simulate(
                     problem,
                     t1=t1,
-                    n_save=801,
+                    n_save=401,
                     solver=cfg.solver,
                     rtol=cfg.rtol,
                     atol=cfg.atol,
@@ -80,16 +107,19 @@ def descent_time_sweep(cfg: Config, *, progress: bool = False) -> list[dict]:
                     save_params="none",
                 )
                 st = stage_times(traj, units, m, alpha, cfg.beta)
-                rows.append(
-                    {
-                        "alpha": alpha,
-                        "m": m,
-                        "seed": seed,
-                        "T_d": st["T_d"],
-                        "vf_evals": traj.stats["vf_evals"],
-                        "wall_s": time.perf_counter() - start,
-                    }
-                )
+                row = {
+                    "alpha": alpha,
+                    "m": m,
+                    "seed": seed,
+                    "d": data.d,
+                    "T_d": st["T_d"],
+                    "vf_evals": traj.stats["vf_evals"],
+                }
+                if metrics is not None:
+                    run_cfg = dataclasses.replace(cfg, m=m, alpha=alpha, seed=seed)
+                    row |= metrics(traj, units, run_cfg)
+                row["wall_s"] = time.perf_counter() - start
+                rows.append(row)
                 if progress:
                     print(f"  sweep α={alpha} m={m} seed={seed}: T_d = {st['T_d']:.4g}", flush=True)
     return rows
