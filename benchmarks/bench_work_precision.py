@@ -29,7 +29,8 @@ ratios hold on a noisy machine.
     python benchmarks/bench_work_precision.py --quick               # smoke test, tiny sizes
     python benchmarks/bench_work_precision.py --exclude 'η=1e-04'   # drop rows by label
     python benchmarks/bench_work_precision.py --repeat 3            # fastest of 3 per row
-    python benchmarks/bench_work_precision.py --stiff               # stiff problems, ~10 min
+    python benchmarks/bench_work_precision.py --stiff               # stiff problems, ~1 h
+    python benchmarks/bench_work_precision.py --stiff --problems brusselator,quartic
 
 `--stiff` runs `work_precision/stiff.py` instead: every solver the toolkit ships on the
 heat equation (N = 200, 1000; exact), the Brusselator (N = 100), a quadratic + quartic
@@ -76,6 +77,12 @@ def main(argv=None) -> list[dict]:
         help="instead: every solver on the stiff problems of work_precision/stiff.py "
         "(err/rtol tables, work-precision figure)",
     )
+    p.add_argument(
+        "--problems",
+        default=None,
+        help="with --stiff: comma-separated subset of heat,heat1000,brusselator,quartic,"
+        "multistage (written to work_precision_stiff_<subset>.*; default all)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few methods (smoke test)")
     p.add_argument("--out", default=str(RESULTS), help="output folder")
     p.add_argument("--repeat", type=int, default=1, help="runs per method; the fastest counts")
@@ -93,7 +100,11 @@ def main(argv=None) -> list[dict]:
     if args.stiff:
         from work_precision import stiff
 
-        res = stiff.run_all(args.out, quick=args.quick)
+        problems = None if args.problems is None else args.problems.split(",")
+        sizes = stiff.QUICK_SIZES if args.quick else stiff.FULL_SIZES
+        if problems is not None and not set(problems) <= set(sizes):
+            p.error(f"--problems: choose from {','.join(sizes)}; got {args.problems!r}")
+        res = stiff.run_all(args.out, quick=args.quick, problems=problems)
         return [dict(case="stiff", results=res)]
     methods.set_torch_threads(args.torch_threads)
     names = list(cases.CASES) if args.case == "all" else [args.case]

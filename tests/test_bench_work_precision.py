@@ -21,6 +21,7 @@ def _load(name):
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # dataclasses need the module registered
     spec.loader.exec_module(mod)
@@ -172,3 +173,40 @@ def test_torch_port_rejects_other_models(wp):
     p = flows.make_problem(TwoLayer(m=5, d=1, alpha=1.0, activation="sin"), flows.paper_data())
     with pytest.raises(NotImplementedError):
         port.port_problem(p)
+
+
+def test_ratios_are_read_off_the_curve_at_gd_error(wp):
+    """The headline's work-precision ratio is read off a solver's curve at GD's error (log–
+    log interpolation between the two tolerances whose errors bracket it), on GD's own
+    field, not taken from the single luckiest row of any field (issue 16)."""
+    report = importlib.import_module("work_precision.report")
+
+    def row(solver, err, wall, evals, variant="autodiff"):
+        st = {"solver": solver, "variant": variant, "clock": "physical"}
+        return dict(
+            label=f"flows {solver} {err:g} {variant}",
+            family=f"flows {solver}",
+            settings=st,
+            status="ok",
+            err_max=err,
+            wall_s=wall,
+            vf_evals=evals,
+            extra={},
+        )
+
+    gd = row("gd", 1e-4, 100.0, 20000)
+    gd["family"] = "gradient descent"
+    gd["settings"] = {"learning_rate": 1e-3, "variant": "autodiff"}
+    rkc = [row("rkc", 1e-3, 1.0, 400), row("rkc", 1e-5, 4.0, 1600)]
+    lucky = row("rkc", 5e-5, 0.1, 300, variant="float32")  # another field: not counted
+    # the geometric midpoint of the errors: geometric mean of walls and evaluations
+    assert report.read_off_curve(rkc, 1e-4, "wall_s") == pytest.approx(2.0)
+    assert report.read_off_curve(rkc, 1e-4, "vf_evals") == pytest.approx(800.0)
+    assert report.read_off_curve(rkc, 1e-6, "wall_s") is None  # no extrapolation
+    head = report.headline([gd, *rkc, lucky])
+    c = head["curve_vs_gd"]["solvers"]
+    assert list(c) == ["rkc"]
+    assert c["rkc"]["wall_ratio"] == pytest.approx(50.0)
+    assert c["rkc"]["evals_ratio"] == pytest.approx(25.0)
+    assert head["wall_vs_gd"]["ratio"] == pytest.approx(1000.0)  # the lucky-row figure
+    assert "Read off the work-precision curves" in report.format_headline(head)[0]

@@ -58,6 +58,43 @@ def test_fused_blocks_and_padding(monkeypatch, rows, bias):
     assert_tree_allclose(fused.grad(theta), g, rtol=1e-12, atol=tol)
 
 
+def _scan_lengths(fn, *args):
+    """Lengths of the `lax.scan`s in fn's jaxpr (the fused field's sample blocks)."""
+    out = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "scan":
+                out.append(eqn.params["length"])
+            for v in eqn.params.values():
+                if hasattr(v, "jaxpr"):
+                    walk(v.jaxpr if hasattr(v.jaxpr, "eqns") else v.jaxpr.jaxpr)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return out
+
+
+def test_fused_blocks_follow_the_dtype(monkeypatch):
+    """`block_rows` counts bytes of the actual element size: a float32 field holds twice the
+    samples per block of a float64 one (before: 8 bytes assumed for every dtype, so float32
+    blocks were half the intended size). Observed on the scan over blocks in the jaxpr."""
+    import flows.models.two_layer as two_layer
+
+    m, n = 7, 37
+    monkeypatch.setattr(two_layer, "BLOCK_BYTES", 8 * m * 5)  # float64: 5 rows, float32: 10
+    assert two_layer.block_rows(m, 8) == 5 and two_layer.block_rows(m, 4) == 10
+    _, f64 = _problems(m, 3, "tanh", False)
+    _, f32 = _problems(m, 3, "tanh", False, dtype="float32")
+    assert f32.x.dtype == jnp.float32 and f32.x.shape[0] == n
+    assert _scan_lengths(f64.grad, f64.theta0) == [-(-n // 5)]  # 8 blocks
+    assert _scan_lengths(f32.grad, f32.theta0) == [-(-n // 10)]  # 4 blocks
+    # and the float32 blocks still give the float32 autodiff gradient
+    auto32, _ = _problems(m, 3, "tanh", False, dtype="float32")
+    g, gf = auto32.grad(auto32.theta0), f32.grad(f32.theta0)
+    size = max(float(jnp.max(jnp.abs(v))) for v in jax.tree_util.tree_leaves(g))
+    assert_tree_allclose(gf, g, rtol=1e-5, atol=1e-6 * size)
+
+
 def test_fused_flow_equals_autodiff_flow():
     auto, fused = _problems(12, 2, "tanh", False)
     kw = dict(t1=30.0, rtol=1e-10, atol=1e-13, n_save=5)

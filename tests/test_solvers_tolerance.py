@@ -21,6 +21,7 @@ _PATH = Path(__file__).parent.parent / "benchmarks" / "work_precision" / "stiff.
 def _stiff():
     if "wp_stiff" not in sys.modules:
         spec = importlib.util.spec_from_file_location("wp_stiff", _PATH)
+        assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
         sys.modules["wp_stiff"] = mod
         spec.loader.exec_module(mod)
@@ -73,11 +74,34 @@ def test_classical_solvers_honour_tolerance(solver):
         assert max(ratios) <= 3.0, (problem, ratios)
 
 
+@pytest.mark.slow
+def test_kvaerno5_chord_over_delivers_where_newton_follows_rtol():
+    """Why 'kvaerno5' (diffrax's `Kvaerno5()`: chord iterations with the Jacobian of the
+    step's start) is outside the band on the nonlinear multi-stage problem: its iterations
+    fail to converge, half its steps are rejected, and it ends ~300× more accurate than
+    asked (err/rtol ≈ 0.002, 6–12× the evaluations). The same method with Newton
+    iterations (`flows._implicit.newton_kvaerno5`, as 'kvaerno5-cg' does matrix-free) is
+    in [0.1, 3]. Not the shipped default because on the Brusselator (not a gradient flow)
+    Newton's err/rtol reaches 3.7–4.0 at rtol 1e-5 … 1e-8 (chord: 0.0016), and
+    `test_classical_solvers_honour_tolerance` holds 'kvaerno5' to ≤ 3 there."""
+    from flows._implicit import newton_kvaerno5
+
+    s = _stiff()
+    p = SMALL["multistage"](s)
+    rtols = (1e-3, 1e-5, 1e-8)
+    newton = s.solve(p, "kvaerno5-newton", rtols, make=newton_kvaerno5)
+    chord = s.solve(p, "kvaerno5", (1e-5,))
+    ratios = [r["err_rtol"] for r in newton]
+    assert all(r["result"] == "True" for r in newton), newton
+    assert all(0.1 <= x <= 3.0 for x in ratios), ratios
+    assert chord[0]["err_rtol"] < 0.01, chord
+    assert chord[0]["rejected"] > 5 * max(newton[1]["rejected"], 1), (chord, newton)
+
+
 def test_matrix_free_kvaerno5_matches_dense_and_follows_rtol():
     """'kvaerno5-cg' (Newton with CG on Hessian-vector products, no dense Jacobian): on the
-    heat equation it takes the same steps as the dense Kvaerno5 to 1e-9 relative; on the
-    multi-stage problem, where the dense Kvaerno5's chord iterations over-deliver (err/rtol
-    ≈ 0.002–0.005, 3× the steps, half rejected), its err/rtol stays in [0.1, 3]."""
+    heat equation it takes the same steps as the dense Kvaerno5 (Newton with LU) to 1e-9
+    relative; on the multi-stage problem its err/rtol stays in [0.1, 3]."""
     s = _stiff()
     heat = SMALL["heat"](s)
     rt = (1e-4, 1e-7)

@@ -207,16 +207,29 @@ PROBLEMS = {
 }
 
 ATOL_FACTOR = 1e-3  # atol = 1e-3 · rtol
+# solvers whose Newton tolerances are static floats (one compilation per rtol)
+STATIC_TOLERANCES = ("kvaerno5-cg",)
 
 
-def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False) -> list[dict]:
+def solve(
+    problem: StiffProblem,
+    name: str,
+    rtols,
+    *,
+    count_evals: bool = False,
+    timed: bool = False,
+    make: Callable | None = None,
+) -> list[dict]:
     """Solve `problem` with the toolkit's solver `name` (`flows._solvers.make_solver`: the
     objects `flows.simulate` uses, with its PID controller and atol = 1e-3 rtol) at each
     rtol: one compilation (rtol traced), the toolkit's first step (`initial_step`).
     Returns per rtol: `err` (relative global error at t1), `err_rtol`, `steps`,
     `rejected`, `vf_evals` (stabilized solvers: their own count on accepted steps plus
     Hessian-vector products; others: host-callback count with `count_evals`, else from the
-    step count where diffrax's solver has a fixed count), `result`, `wall_s`."""
+    step count where diffrax's solver has a fixed count), `result`, `wall_s` (with `timed`:
+    the solve alone — compiled by an untimed first call; else it includes compilation at
+    the first rtol). `make`: instead of the toolkit's solver `name`, `make(rtol, atol)`
+    builds the solver (static tolerances: one compilation per rtol)."""
     import time
 
     import diffrax
@@ -242,13 +255,14 @@ def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False)
             jax.debug.callback(count, t)
         return problem.field(t, y, args)
 
-    probe = make_solver(name, 1e-6, 1e-9)
+    build = make if make is not None else (lambda r, a: make_solver(name, r, a))
+    probe = build(1e-6, 1e-9)
     stabilized = isinstance(probe, AbstractStabilizedSolver)
 
     @eqx.filter_jit
     def run(rtol, y0, fixed):
         atol = ATOL_FACTOR * rtol
-        # a solver whose tolerances are static floats ('kvaerno5-cg'): built per rtol
+        # a solver whose tolerances are static floats (the implicit ones): built per rtol
         solver = fixed if fixed is not None else make_solver(name, 1e-6, 1e-9)
         if stabilized:
             solver = eqx.tree_at(lambda s: s.tolerances, solver, (rtol, atol))
@@ -260,7 +274,7 @@ def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False)
             y0,
             rtol=rtol,
             atol=atol,
-            order=solver.order(diffrax.ODETerm(field)),
+            order=int(solver.order(diffrax.ODETerm(field)) or 1),
             rho=1.2 * rho,
             stability=FIRST_STEP_STABILITY if classic else None,
             span=problem.t1,
@@ -280,12 +294,17 @@ def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False)
 
     y0 = jnp.asarray(problem.y0)
     out = []
-    for rtol in rtols:
+    for i, rtol in enumerate(rtols):
+        fixed = None
+        if name in STATIC_TOLERANCES or make is not None:
+            fixed = build(float(rtol), ATOL_FACTOR * float(rtol))
+        if timed and (i == 0 or fixed is not None):
+            # compile (once; per rtol for the implicit solvers, whose Newton tolerances are
+            # static), so
+            # that wall_s is the solve alone
+            jax.block_until_ready(run(jnp.asarray(rtol), y0, fixed).ys)
         calls[0] = 0
         start = time.perf_counter()
-        fixed = None
-        if name == "kvaerno5-cg":
-            fixed = make_solver(name, float(rtol), ATOL_FACTOR * float(rtol))
         sol = run(jnp.asarray(rtol), y0, fixed)
         jax.block_until_ready(sol.ys)
         wall = time.perf_counter() - start
@@ -297,6 +316,7 @@ def solve(problem: StiffProblem, name: str, rtols, *, count_evals: bool = False)
             evals = calls[0]
         else:
             evals = EVALS_PER_STEP[name] * steps + 1 if name in EVALS_PER_STEP else -1
+        assert sol.ys is not None
         err = global_error(sol.ys[-1], problem.y_ref)
         out.append(
             dict(
@@ -334,54 +354,99 @@ def _build(key: str, kw: dict) -> StiffProblem:
     return (heat if key.startswith("heat") else PROBLEMS[key])(**kw)
 
 
-def run_all(out_dir, *, quick: bool = False, solvers=SOLVERS, rtols=RTOLS) -> dict:
-    """Every solver on every problem at every rtol (evaluations counted by host callback
-    for the solvers that do not count their own): writes `work_precision_stiff[_quick]`
-    `.md` (err/rtol and evaluation tables), `.json` and `.png` (error vs evaluations and
-    vs wall, log–log) under `out_dir`."""
-    import json
-    import platform
+BAND = (0.1, 3.0)  # the issue's target for err/rtol
+
+
+def run_all(out_dir, *, quick: bool = False, solvers=SOLVERS, rtols=RTOLS, problems=None) -> dict:
+    """Every solver on every problem (`problems`: keys of `FULL_SIZES`/`QUICK_SIZES`, default
+    all) at every rtol: writes `work_precision_stiff[_<problems>][_quick]` `.md` (err/rtol
+    and evaluation tables), `.json` and `.png` (error vs evaluations and vs wall, log–log)
+    under `out_dir`, rewritten after each problem (an interrupted run leaves the problems
+    it finished).
+    Evaluations: Tsit5/Dopri5/Dopri8 from the step count (`EVALS_PER_STEP`, exact: FSAL /
+    fixed stages, checked against a callback count in the tests), RKC2/ESERK4 their own
+    count, the implicit solvers by a host callback (which costs them wall time)."""
     from pathlib import Path
+
+    from flows import EVALS_PER_STEP
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sizes = QUICK_SIZES if quick else FULL_SIZES
+    stem = "work_precision_stiff"
+    if problems is not None:  # a subset (e.g. run in parallel): its own files
+        stem += "_" + "-".join(k for k in sizes if k in problems)
+    stem += "_quick" if quick else ""
     results = {}
     for key, kw in sizes.items():
+        if problems is not None and key not in problems:
+            continue
         p = _build(key, kw)
         rows = {}
         for name in solvers:
             if name == "kvaerno5" and p.y0.size >= 1000:
                 continue  # dense Jacobian LU per step: minutes at N = 1000
-            rows[name] = solve(p, name, rtols, count_evals=True)
+            count = name not in EVALS_PER_STEP and name not in ("rkc", "eserk4")
+            rows[name] = solve(p, name, rtols, count_evals=count, timed=True)
             print(p.name, name, [f"{r['err_rtol']:.2g}" for r in rows[name]], flush=True)
         results[p.name] = dict(rho=p.rho, t1=p.t1, reference=p.reference, rows=rows)
-    stem = "work_precision_stiff" + ("_quick" if quick else "")
+        _write(out_dir, stem, results, rtols)
+    return results
+
+
+def _cell(r: dict) -> str:
+    x = r["err_rtol"]
+    txt = f"{x:.2g} ({r['vf_evals']})"
+    if r["result"] != "True":
+        return f"**failed** {txt}"
+    return txt if BAND[0] <= x <= BAND[1] else f"**{txt}**"
+
+
+def _write(out_dir, stem: str, results: dict, rtols) -> None:
+    import json
+    import os
+    import platform
+
     (out_dir / f"{stem}.json").write_text(
-        json.dumps(dict(results=results, rtols=list(rtols), machine=platform.platform()), indent=1)
+        json.dumps(
+            dict(
+                results=results,
+                rtols=list(rtols),
+                band=list(BAND),
+                machine=platform.platform(),
+                cores=os.cpu_count(),
+                load_average=os.getloadavg(),
+            ),
+            indent=1,
+        )
     )
     lines = [
         "# Tolerance proportionality and work-precision on stiff problems (issue 16)",
         "",
-        "Global relative error at t1 (max |y − y_ref| / max |y_ref|) divided by rtol, "
-        "atol = 1e-3 rtol, diffrax PIDController, the toolkit's solver objects and first "
-        "step (`benchmarks/work_precision/stiff.py`, `python "
-        "benchmarks/bench_work_precision.py --stiff`). In brackets: vector-field "
-        "evaluations (host-callback count, rejected steps included; RKC2/ESERK4: their own "
-        "count on accepted steps plus Hessian-vector products). Target: err/rtol in "
-        "[0.1, 3].",
+        "Written by `python benchmarks/bench_work_precision.py --stiff` "
+        "(`benchmarks/work_precision/stiff.py`); figure: the `.png` of the same name "
+        "(relative error at t1 against vector-field evaluations and against wall time, "
+        "log–log). Global relative error at t1 (max |y − y_ref| / max |y_ref|) divided by "
+        "rtol; atol = 1e-3 rtol, diffrax PIDController, the toolkit's solver objects "
+        "(`make_solver`) and first step. In brackets: vector-field evaluations (Tsit5/Dopri "
+        "from the step count, rejected steps included; implicit solvers: host-callback "
+        "count; RKC2/ESERK4: their own count on accepted steps plus Hessian-vector "
+        f"products). **Bold**: outside the target band err/rtol ∈ [{BAND[0]:g}, "
+        f"{BAND[1]:g}]. Wall times (json, figure) exclude compilation and were measured "
+        "on a shared, loaded machine.",
         "",
     ]
     for pname, res in results.items():
         lines += [
             f"## {pname} (ρ ≈ {res['rho']:.3g}, t1 = {res['t1']:g}, reference: {res['reference']})",
             "",
-            "| solver | " + " | ".join(f"rtol {r:g}" for r in rtols) + " |",
-            "|---|" + "---|" * len(rtols),
+            "| solver | " + " | ".join(f"rtol {r:g}" for r in rtols) + " | err/rtol range |",
+            "|---|" + "---|" * (len(rtols) + 1),
         ]
         for name, rows in res["rows"].items():
-            cells = [f"{r['err_rtol']:.2g} ({r['vf_evals']})" for r in rows]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            ratios = [r["err_rtol"] for r in rows]
+            rng = f"{min(ratios):.2g} … {max(ratios):.2g}"
+            lines.append(f"| {name} | " + " | ".join(_cell(r) for r in rows) + f" | {rng} |")
         lines.append("")
     (out_dir / f"{stem}.md").write_text("\n".join(lines))
     try:
@@ -389,23 +454,24 @@ def run_all(out_dir, *, quick: bool = False, solvers=SOLVERS, rtols=RTOLS) -> di
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-
-        n = len(results)
-        fig, axes = plt.subplots(2, n, figsize=(4 * n, 7), squeeze=False)
-        for j, (pname, res) in enumerate(results.items()):
-            for name, rows in res["rows"].items():
-                err = [max(r["err"], 1e-16) for r in rows]
-                axes[0, j].loglog([max(r["vf_evals"], 1) for r in rows], err, "o-", label=name)
-                axes[1, j].loglog([r["wall_s"] for r in rows], err, "o-", label=name)
-            axes[0, j].set_title(pname, fontsize=9)
-            axes[0, j].set_xlabel("vector-field evaluations")
-            axes[1, j].set_xlabel("wall time [s]")
-            axes[0, j].set_ylabel("relative error at t1")
-            axes[1, j].set_ylabel("relative error at t1")
-        axes[0, 0].legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out_dir / f"{stem}.png", dpi=110)
-        plt.close(fig)
+        from matplotlib.ticker import NullFormatter
     except ImportError:  # pragma: no cover - matplotlib is a dependency of the benchmarks
-        pass
-    return results
+        return
+    n = len(results)
+    fig, axes = plt.subplots(2, n, figsize=(4 * n, 7), squeeze=False)
+    for j, (pname, res) in enumerate(results.items()):
+        for name, rows in res["rows"].items():
+            err = [max(r["err"], 1e-16) for r in rows]
+            axes[0, j].loglog([max(r["vf_evals"], 1) for r in rows], err, "o-", label=name)
+            axes[1, j].loglog([max(r["wall_s"], 1e-4) for r in rows], err, "o-", label=name)
+        for ax in axes[:, j]:
+            ax.xaxis.set_minor_formatter(NullFormatter())  # overlapping minor labels
+        axes[0, j].set_title(pname, fontsize=9)
+        axes[0, j].set_xlabel("vector-field evaluations")
+        axes[1, j].set_xlabel("wall time [s] (loaded machine)")
+        axes[0, j].set_ylabel("relative error at t1")
+        axes[1, j].set_ylabel("relative error at t1")
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out_dir / f"{stem}.png", dpi=110)
+    plt.close(fig)

@@ -37,7 +37,9 @@ BLOCK_BYTES = 2**20
 
 
 def block_rows(m: int, itemsize: int = 8) -> int:
-    """Samples per block in `TwoLayer.fused_grad`: ~`BLOCK_BYTES` of activations, ≥ 1."""
+    """Samples per block in `TwoLayer.fused_grad`: ~`BLOCK_BYTES` of activations, ≥ 1.
+    `itemsize`: bytes per element of the activations (8 for float64, 4 for float32; the
+    caller passes its data's `dtype.itemsize`), so a float32 block holds twice the rows."""
     return max(1, BLOCK_BYTES // (itemsize * m))
 
 
@@ -137,16 +139,17 @@ class TwoLayer(AbstractModel):
 
         With S = σ(XWᵀ + c), r = (S a − y)/n, D = σ′(XWᵀ + c) ⊙ r:
         ∂R/∂a = Sᵀ r, ∂R/∂w_k = a_k (Dᵀ X)_k, ∂R/∂c_k = a_k Σ_i D_ik.
-        Each term is a sum over samples, so a `lax.scan` over blocks of `block_rows(m)`
-        samples accumulates it while holding only a block×m slab of S and D (≈ 1 MiB)
-        instead of n×m temporaries. Measured at m = 5000, n = 1000: per evaluation inside a
-        jitted solve 6.9 ms against 8.1 ms for autodiff; per call from Python (scipy) 7 ms
-        against 31 ms, where autodiff allocates its n×m temporaries afresh each call.
+        Each term is a sum over samples, so a `lax.scan` over blocks of
+        `block_rows(m, itemsize of x's dtype)` samples accumulates it while holding only a
+        block×m slab of S and D (≈ 1 MiB) instead of n×m temporaries. Measured at m = 5000,
+        n = 1000: per evaluation inside a jitted solve 6.9 ms against 8.1 ms for autodiff;
+        per call from Python (scipy) 7 ms against 31 ms, where autodiff allocates its n×m
+        temporaries afresh each call.
         Padded rows carry zero residual.
         Tested against autodiff (`tests/test_fused.py`).
         """
         n = x.shape[0]
-        rows = min(block_rows(self.m), n)
+        rows = min(block_rows(self.m, jnp.dtype(x.dtype).itemsize), n)
         nb = -(-n // rows)
         pad = nb * rows - n
         mask = jnp.concatenate([jnp.ones(n, x.dtype), jnp.zeros(pad, x.dtype)])
