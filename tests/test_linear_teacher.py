@@ -280,9 +280,10 @@ def test_clustering_outlier_sgd_checks_can_fail():
         for e, u in ((0.1, 10), (0.01, 10_000))
     ]  # exponent 3 > 2
     cfg10 = lt.Config(sgd_n=(10,))
-    assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["holds", "fails"]
+    # third row: the n-exponent needs ≥ 3 sizes n
+    assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["holds", "fails", "not applicable"]
     rows[1]["updates"] = None
-    assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["fails", "not applicable"]
+    assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["fails"] + ["not applicable"] * 2
 
 
 def test_nar_margin_and_kink_aware_disagreement():

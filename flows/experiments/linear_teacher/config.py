@@ -37,8 +37,16 @@ class Config:
     `beta`: β of the NAR/PAR tests; `kink_cos`: a neuron is on the kink of a point when
     |ŵ·x̂| ≤ kink_cos (counted apart in the NAR/PAR observables). Property test:
     `prop_networks` networks × `prop_points` points. Outlier run: `outlier` point,
-    `outlier_n`, exact flow to `outlier_t1`, and gradient descent at `outlier_lr` and
-    `outlier_lr`/4 beside it. SGD: sizes `sgd_n`, targets `sgd_eps`, step `sgd_lr`,
+    `outlier_n`, exact flow to `outlier_t1` (the check runs it at the geometry the App. J
+    search chooses, `outlier_search`: outlier radius `search_radii` × angle
+    `search_angles` (degrees) × Gaussian std `search_stds`), and, if `outlier_gd`,
+    gradient descent at `outlier_lr` and `outlier_lr`/4 beside it. High-dimensional
+    Gaussians (App. I), if `highdim`: dimension `highdim_d`, exact flow to `highdim_t1`
+    (its own compilation, ~15 s CPU). `smoothing_check`: the ε → 0 cross-check of the
+    exact flow (four compilations, ~25 s CPU). `outlier_n` = `n` − 1 (default) lets the
+    outlier run share the main runs' compilation. SGD "any η, any
+    init" grid: `sgd_grid_lr` × `sgd_grid_init` at n = `sgd_grid_n`, ε = `sgd_grid_eps`.
+    SGD: sizes `sgd_n`, targets `sgd_eps`, step `sgd_lr`,
     `sgd_max_epochs`, `sgd_exponent_tol`. Digits: pairs `digits`, e.g. ((0, 1), (3, 5))
     (default empty: skipped, they take minutes),
     `digits_t1`, `digits_frac_tol`.
@@ -67,14 +75,26 @@ class Config:
     prop_networks: int = 300
     prop_points: int = 200
     outlier: tuple[float, float] = (-1.0, 3.0)
-    outlier_n: int = 60
+    outlier_n: int = 99
     outlier_lr: float = 0.2
     outlier_t1: float = 1e5
-    sgd_n: tuple[int, ...] = (20, 40, 80)
+    sgd_n: tuple[int, ...] = (20, 40, 80, 160)
     sgd_eps: tuple[float, ...] = (0.1, 0.03, 0.01)
     sgd_lr: float = 0.1
     sgd_max_epochs: int = 20_000
     sgd_exponent_tol: float = 0.25
+    outlier_gd: bool = False
+    smoothing_check: bool = True
+    search_radii: tuple[float, ...] = (3.16, 12.0)
+    search_angles: tuple[float, ...] = (115.0, 135.0, 155.0)
+    search_stds: tuple[float, ...] = (0.5,)
+    highdim: bool = True
+    highdim_d: int = 20
+    highdim_t1: float = 1e6
+    sgd_grid_n: int = 40
+    sgd_grid_eps: float = 0.03
+    sgd_grid_lr: tuple[float, ...] = (0.01, 1.0, 10.0)
+    sgd_grid_init: tuple[float, ...] = (1e-4, 1.0, 10.0)
     digits: tuple[tuple[int, int], ...] = ()
     digits_t1: float = 1e4
     digits_init: float = 1e-3
@@ -101,21 +121,38 @@ class Config:
             raise ConfigError(f"`beta` must be ≥ 0; got {self.beta!r}.")
         if any(e <= 0 for e in self.sgd_eps) or any(n < 2 for n in self.sgd_n):
             raise ConfigError("`sgd_eps` must be > 0 and `sgd_n` ≥ 2.")
+        if not (isinstance(self.highdim_d, int) and self.highdim_d >= 2):
+            raise ConfigError(f"`highdim_d` must be an integer ≥ 2; got {self.highdim_d!r}.")
+        if any(not 0 < a < 1e6 for a in (*self.sgd_grid_lr, *self.sgd_grid_init)):
+            raise ConfigError("`sgd_grid_lr` and `sgd_grid_init` must be > 0.")
+        if any(r <= 0 for r in self.search_radii) or any(s < 0 for s in self.search_stds):
+            raise ConfigError("`search_radii` must be > 0 and `search_stds` ≥ 0.")
         if not 0 < self.cos_tol <= 1:
             raise ConfigError(f"`cos_tol` must lie in (0, 1]; got {self.cos_tol!r}.")
 
 
 def default_config(quick: bool = False) -> Config:
     """The built-in default; `quick`: t1 = 10⁶, fewer property-test networks and SGD
-    cases, no digits."""
+    cases, one search geometry (the default search's choice), no digits, and only the
+    runs that share one compilation of the exact flow (d = 2, n = 100): the d = 20 run
+    (App. I) and the smoothing cross-check are skipped (their rows read "not applicable:
+    --quick")."""
     if quick:
         return Config(
             t1=1e6,
             n_save=41,
             prop_networks=100,
             outlier_t1=2e4,
-            sgd_n=(20, 40),
+            sgd_n=(20, 40, 80),
             sgd_eps=(0.1, 0.03),
+            # the default's chosen geometry only: each geometry costs four QPs (~1.2 s)
+            search_radii=(12.0,),
+            search_angles=(135.0,),
+            highdim=False,
+            highdim_t1=1e4,
+            smoothing_check=False,
+            sgd_grid_lr=(0.01, 10.0),
+            sgd_grid_init=(1e-4, 10.0),
             digits=(),
         )
     return Config()

@@ -24,9 +24,13 @@ def _boundary(ax, fn, lim, title):
     ax.set(xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", title=title)
 
 
-def plot_boundaries(small: Trajectory, data, sol, cfg: Config, path: Path) -> None:
-    """(a) learned boundary, neurons and PAR prediction; (b) leaky vs (c) ReLU clustered."""
-    fig, axes = new_figure(1, 3, figsize=(15, 5))
+def plot_boundaries(
+    small: Trajectory, data, sol, cfg: Config, path: Path, large: Trajectory | None = None
+) -> None:
+    """(a) learned boundary (small init), neurons and PAR prediction; (b) learned boundary
+    from the large init (Fig. 1: not linear), if given; then leaky vs ReLU clustered."""
+    ncol = 4 if large is not None else 3
+    fig, axes = new_figure(1, ncol, figsize=(5 * ncol, 5))
     w, u = small.param("w"), small.param("u")
     x, y = data.train.x, data.train.y
     lim = float(np.max(np.abs(x))) * 1.1
@@ -49,10 +53,25 @@ def plot_boundaries(small: Trajectory, data, sol, cfg: Config, path: Path) -> No
     ax.plot(*np.stack([[0, 0], sc * sol.w_hat]).T, "m:", lw=2, label="PAR ŵ, û")
     ax.plot(*np.stack([[0, 0], sc * sol.u_hat]).T, "m:", lw=2)
     ax.legend(loc="lower right", fontsize=8)
+    if large is not None:
+        wl, ul = large.param("w"), large.param("u")
+        ax = axes[1]
+        _boundary(
+            ax,
+            lambda p: network_np(wl, ul, p, cfg.v, cfg.slope),
+            lim,
+            f"(b) learned from large init ({cfg.large_init:g})",
+        )
+        ax.scatter(*x[y > 0].T, s=8, c="tab:orange")
+        ax.scatter(*x[y < 0].T, s=8, c="tab:blue")
+        sep = wl.mean(0) - ul.mean(0)
+        nrm = np.array([-sep[1], sep[0]]) / np.linalg.norm(sep)
+        ax.plot(*np.outer([-lim, lim], nrm).T, "r--", lw=0.8, label="(w̄ − ū)·x = 0")
+        ax.legend(loc="lower right", fontsize=8)
     wc, uc = np.array([[1.0, 0.6]]), np.array([[-0.4, 1.0]])
     for ax, a, t in (
-        (axes[1], 0.3, "(b) leaky ReLU α = 0.3, k = 1"),
-        (axes[2], 0.0, "(c) ReLU, k = 1 (grey: N = 0)"),
+        (axes[ncol - 2], 0.3, "leaky ReLU α = 0.3, k = 1"),
+        (axes[ncol - 1], 0.0, "ReLU, k = 1 (grey: N = 0)"),
     ):
         _boundary(ax, lambda p, a=a: network_np(wc, uc, p, 1.0, a), 3.0, t)
         ax.plot(

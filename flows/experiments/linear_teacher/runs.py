@@ -4,12 +4,12 @@ and the digit pairs. Each returns what its claim in `checks` confronts."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from reduced import max_margin as mm
-from reduced.linear_teacher import leaky_relu
 
 from ..._baselines import gradient_descent, sgd_to_epsilon
 from ..._clocks import log_save_times
@@ -28,9 +28,18 @@ from .observables import teacher_observables
 # Theorem 5.1: property test and the ReLU counterexample
 
 
+def _leaky_np(z, slope: float):
+    """σ(z) of `reduced.linear_teacher.leaky_relu` (z for z ≥ 0, slope·z below) in plain
+    NumPy: the property test calls it for hundreds of random shapes, and the JAX version
+    compiles once per shape (~4 s CPU over the property test)."""
+    z = np.asarray(z, dtype=np.float64)
+    return np.where(z >= 0, z, slope * z)
+
+
 def network_np(w, u, x, v: float, slope: float):
     """N_W(x) in NumPy (eq. 1), for the property test."""
-    return v * (leaky_relu(x @ w.T, slope).sum(-1) - leaky_relu(x @ u.T, slope).sum(-1))
+    w, u, x = (np.asarray(a, dtype=np.float64) for a in (w, u, x))
+    return v * (_leaky_np(x @ w.T, slope).sum(-1) - _leaky_np(x @ u.T, slope).sum(-1))
 
 
 def theorem51_violations(w, u, x, v: float, slope: float) -> tuple[int, int]:
@@ -93,15 +102,39 @@ def _model(cfg: Config, d: int, init: float) -> LeakyReLUNet:
     return LeakyReLUNet(k=cfg.k, d=d, slope=cfg.slope, v=cfg.v, init_scale=init)
 
 
+#: The init scale of the model *inside* every exact-flow problem. The model's `init_scale`
+#: is a static field, so it would key a new compilation of the non-smooth solver (~15 s
+#: CPU each) for every init; it only enters θ(0), which is an array argument. So θ(0) is
+#: drawn by the model with the run's own init scale (bit-identical) and the problem that
+#: is compiled carries this fixed one; `config["problem"]` is restored to the real model.
+_SHARED_INIT = 1.0
+_SHARED_NAME = "linear-teacher data"
+
+
+def shared_problem(cfg: Config, train, init: float, key: int | None = None):
+    """(problem to integrate, its description with the real init scale): θ(0) of
+    `LeakyReLUNet(init_scale=init)` with `key` (default `cfg.seed`), in a problem whose
+    model has the fixed `_SHARED_INIT`, so runs at different inits share one compile."""
+    key = cfg.seed if key is None else key
+    real = make_problem(_model(cfg, train.d, init), train, key=key, loss_fn=logistic)
+    problem = make_problem(
+        _model(cfg, train.d, _SHARED_INIT),
+        # the data's name is static too: one name for every data set of the same shape
+        dataclasses.replace(train, name=_SHARED_NAME),
+        key=key,
+        loss_fn=logistic,
+        theta0=real.theta0,
+    )
+    return problem, real.describe()
+
+
 def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) -> Trajectory:
     if not 0 < init <= MAX_INIT:
         raise ConfigError(
             f"the init scale (`init`) must lie in (0, {MAX_INIT:g}]; got {init!r}. The "
             "paper's regimes are small init (1e-4) and large init (1.0)."
         )
-    problem = make_problem(
-        _model(cfg, data.train.d, init), data.train, key=cfg.seed, loss_fn=logistic
-    )
+    problem, described = shared_problem(cfg, data.train, init)
     t1 = cfg.t1 if t1 is None else t1
     # the exact piecewise-smooth flow: switches located, Filippov sliding on kinks
     traj = simulate_nonsmooth(
@@ -114,6 +147,7 @@ def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) ->
         observables=obs,
         save_params="ends",
     )
+    traj.config["problem"] = described
     traj.config["experiment"] = {"name": NAME, "init_scale": init, "data": data.name}
     return traj
 
@@ -136,24 +170,32 @@ def outlier_data(cfg: Config) -> SeparableData:
 
 
 def run_outlier(
-    cfg: Config, obs_kwargs: dict, *, init: float | None = None, t1: float | None = None
+    cfg: Config,
+    obs_kwargs: dict,
+    *,
+    init: float | None = None,
+    t1: float | None = None,
+    obs=None,
 ) -> tuple[Trajectory, SeparableData]:
     """The outlier data (App. J) by the exact flow (loss clock to `t1`, default
-    `outlier_t1`; init scale default `small_init`)."""
+    `outlier_t1`; init scale default `small_init`; `cfg.n_save` saves). `obs`: the
+    observables function (default `teacher_observables(**obs_kwargs)`); passing the main
+    runs' one lets this run share their compilation when `outlier_n + 1 == n`."""
     data = outlier_data(cfg)
     init = cfg.small_init if init is None else init
     t1 = cfg.outlier_t1 if t1 is None else t1
-    problem = make_problem(_model(cfg, 2, init), data.train, key=cfg.seed, loss_fn=logistic)
+    problem, described = shared_problem(cfg, data.train, init)
     traj = simulate_nonsmooth(
         problem,
         t1=t1,
-        ts=log_save_times(t1, 41, first=0.1),
+        ts=log_save_times(t1, cfg.n_save, first=0.1),
         clock="loss",
         rtol=cfg.rtol,
         atol=cfg.atol,
-        observables=teacher_observables(**obs_kwargs),
+        observables=teacher_observables(**obs_kwargs) if obs is None else obs,
         save_params="ends",
     )
+    traj.config["problem"] = described
     traj.config["experiment"] = {"name": NAME, "part": "outlier", "data": data.name}
     return traj, data
 
@@ -209,9 +251,7 @@ def run_sgd(cfg: Config) -> list[dict]:
     rows = []
     for n in cfg.sgd_n:
         data = symmetric_gaussians(n, 2, mean=cfg.mean, seed=cfg.seed + 7)
-        problem = make_problem(
-            _model(cfg, 2, cfg.small_init), data.train, key=cfg.seed, loss_fn=logistic
-        )
+        problem, _ = shared_problem(cfg, data.train, cfg.small_init)  # one compile per n
         for eps in cfg.sgd_eps:
             res = sgd_to_epsilon(
                 problem,
@@ -242,3 +282,47 @@ def run_digits(cfg: Config, pair) -> tuple[Trajectory, SeparableData]:
         save_params="ends",
     )
     return traj, data
+
+
+def run_highdim(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, SeparableData]:
+    """App. I: symmetric Gaussians in d = `highdim_d` (mean·e₁), small init, exact flow to
+    `highdim_t1`."""
+    data = symmetric_gaussians(cfg.n, cfg.highdim_d, mean=cfg.mean, seed=cfg.seed)
+    obs = teacher_observables(teacher=data.teacher, **obs_kwargs)
+    return run_flow(cfg, data, cfg.small_init, obs, t1=cfg.highdim_t1), data
+
+
+def run_sgd_grid(cfg: Config) -> list[dict]:
+    """Theorem 4.1's "any η, any init": SGD to ε = `sgd_grid_eps` at n = `sgd_grid_n` for
+    every η in `sgd_grid_lr` and init scale in `sgd_grid_init`."""
+    data = symmetric_gaussians(cfg.sgd_grid_n, 2, mean=cfg.mean, seed=cfg.seed + 7)
+    rows = []
+    for init in cfg.sgd_grid_init:
+        # one compilation per n for every init (and shared with `run_sgd`'s run at this n)
+        problem, _ = shared_problem(cfg, data.train, init)
+        # a random large init can already sit below ε (0 updates: a vacuous test); swapping
+        # the w and u neurons maps N to −N, so the worse of θ(0) and its swap is a start
+        # above ε whenever either is
+        th0 = problem.theta0
+        swapped = {"w": th0["u"], "u": th0["w"]}
+        loss0, loss_sw = float(problem.loss(th0)), float(problem.loss(swapped))
+        start = swapped if loss_sw > loss0 else th0
+        for lr in cfg.sgd_grid_lr:
+            res = sgd_to_epsilon(
+                problem,
+                epsilon=cfg.sgd_grid_eps,
+                learning_rate=lr,
+                key=cfg.seed,
+                max_epochs=cfg.sgd_max_epochs,
+                theta0=start,
+            )
+            rows.append(
+                {
+                    **res.to_dict(),
+                    "init": init,
+                    "learning_rate": lr,
+                    "loss_start": max(loss0, loss_sw),
+                    "start": "w/u swapped" if loss_sw > loss0 else "θ(0)",
+                }
+            )
+    return rows
