@@ -91,7 +91,14 @@ _CODES = {
     3: Result.nonfinite,
     4: Result.solver_failed,  # event storm
     5: Result.solver_failed,  # too many pairs at a kink / sliding
+    6: Result.solver_failed,  # undecided events in a row
 }
+
+#: Consecutive events whose Filippov decision did not settle (the minimum-norm fallback
+#: taken) before the run stops: several coupled kinks the decision cannot resolve. Each
+#: such event costs many equivalent-control solves, so waiting for the event-storm window
+#: would take minutes to report what a few events already show.
+UNRESOLVED_RUN = 25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,10 +249,12 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         i = jnp.where(on, idx, 0)
         return jnp.where(on, zd[i] + pat[7] * (z[i] - c_tab[kink]), 0.0)
 
-    def sliding_jacobian(theta, pat):
+    def sliding_jacobian(theta, pat, warm):
         """(λ₀, J): the equivalent control at θ by Newton's method with a fresh Jacobian
-        (three steps from the middle of the boxes), and ∂ż/∂λ there (identity in empty
-        slots). Refreshed at every event and accepted step, then held fixed within a step:
+        (three steps from `warm` where finite — the previous step's λ, or the decision's:
+        ż can have several roots in deep nets, and the flow follows one — else from the
+        middle of the boxes), and ∂ż/∂λ there (identity in empty slots). Refreshed at every
+        event and accepted step, then held fixed within a step:
         the field's λ is two Newton steps from λ₀ with J (smooth in θ, two gradients per
         evaluation instead of M)."""
         on = pat[4]
@@ -258,7 +267,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             return J + 1e-14 * sc * eye
 
         def solve(_):
-            lam = lam_mid(pat)
+            lam = jnp.where(jnp.isfinite(warm), warm, lam_mid(pat))
             for _ in range(3):
                 lam = lam - jnp.linalg.solve(jac_at(lam), zdot_sliding(theta, pat, lam))
             lam = jnp.where(on, lam, 0.0)
@@ -288,11 +297,12 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
         return jax.lax.cond(jnp.any(on), proj, lambda _: theta, None)
 
-    def with_jacobian(theta, pat, y):
-        """The pattern with the sliding pairs' λ₀, Jacobian and return rate at state y."""
+    def with_jacobian(theta, pat, y, warm):
+        """The pattern with the sliding pairs' λ₀, Jacobian and return rate at state y
+        (Newton for λ₀ from `warm` where finite)."""
         kappa = SLIDING_RETURN / jnp.maximum(rate(y, theta, pat), tiny)
         pat = (*pat[:5], jnp.eye(M, dtype=dtype), jnp.zeros((M,), dtype), kappa)
-        lam0, J = sliding_jacobian(theta, pat)
+        lam0, J = sliding_jacobian(theta, pat, warm)
         return (*pat[:5], J, lam0, kappa)
 
     def equivalent_control(theta, pat):
@@ -418,10 +428,14 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         sl_l, sl_r = s_tab[all_kink], s_tab[all_kink + 1]
         blo, bhi = jnp.minimum(sl_l, sl_r), jnp.maximum(sl_l, sl_r)
 
-        def solve(side):
-            """λ of every candidate under `side` (sliding ones by the equivalent control)."""
+        def solve(side, start, override=None):
+            """λ of every candidate under `side` (sliding ones by the equivalent control,
+            Newton from `start`); `override` (K,), where finite, fixes that candidate's
+            slope to the value given instead of its side's."""
             slide = all_on & (side == 2)
             lam_fixed = jnp.where(side == 0, sl_l, sl_r)
+            if override is not None:
+                lam_fixed = jnp.where(jnp.isfinite(override), override, lam_fixed)
 
             def fix(A, S):
                 # candidates on a side get that side's slope; the others keep the pattern
@@ -432,7 +446,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
             # the equivalent control over the sliding candidates (K slots, padded to M+C)
             base = (piece, off, all_idx, all_kink, slide)
-            lam0 = jnp.where(slide, 0.5 * (blo + bhi), 0.0)
+            lam0 = jnp.where(slide, start, 0.0)
             lam_s = _equivalent_control_k(theta, base, all_idx, slide, lam0, fix)
             lam_all = jnp.where(slide, lam_s, lam_fixed)
             A, S = affine((piece, off, all_idx, all_kink, slide), lam_s)
@@ -465,8 +479,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             lam_k = jax.lax.cond(jnp.any(on_k), lambda v: newton(newton(v)), lambda v: v, lam_k)
             return jnp.where(on_k, lam_k, 0.0)
 
-        def violation(side):
-            lam_all, zd = solve(side)
+        def violation(side, start):
+            lam_all, zd = solve(side, start)
             zs = jnp.max(jnp.abs(zd)) + tiny
             ztol = 1e-10 * zs
             btol = 0.5 * BOX_TOL * (bhi - blo)
@@ -477,13 +491,13 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             return v, lam_all
 
         def fix_one(carry):
-            side, it, _ = carry
-            v, lam_all = violation(side)
+            side, start, it, _ = carry
+            v, lam_all = violation(side, start)
             worst = jnp.argmax(v)
             bad = v[worst] > 0
-            # a side whose field points back into the kink → sliding; a sliding λ past an
-            # end → the side whose slope that end is
-            new = jnp.where(
+            # first guess: a side whose field points back into the kink → sliding; a
+            # sliding λ past an end → the side whose slope that end is
+            guess = jnp.where(
                 side[worst] == 2,
                 jnp.where(
                     lam_all[worst] < blo[worst],
@@ -492,13 +506,84 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                 ),
                 2,
             )
+            # the guess is kept if the worst pair's own Filippov condition (the others held
+            # as they are) agrees with it; otherwise that condition decides: the left field
+            # pointing away (ż ≤ 0) → left, else the right one pointing away → right (a
+            # crossing), else both point in → sliding. Without this a pair whose sliding λ
+            # leaves its box at the end it came from, while its field there points back in,
+            # cycles between that side and sliding (seen in deep nets, where ∂ż/∂λ of one
+            # pair, the others re-solved, can have either sign) instead of crossing.
+            guess = guess.astype(side.dtype)
+            new, start = jax.lax.cond(
+                bad,
+                lambda _: own_condition(side, start, worst, guess),
+                lambda _: (guess, start),
+                None,
+            )
             side = jnp.where(bad, side.at[worst].set(new), side)
-            return side, it + 1, bad
+            return side, start, it + 1, bad
 
-        side, iters, still_bad = jax.lax.while_loop(
-            lambda c: c[2] & (c[1] < 2 * K + 2),
+        def own_condition(side, start, j, guess):
+            _, zd_l = solve(side.at[j].set(0), start)
+            _, zd_r = solve(side.at[j].set(1), start)
+            zs = jnp.maximum(jnp.max(jnp.abs(zd_l)), jnp.max(jnp.abs(zd_r))) + tiny
+            ztol = 1e-10 * zs
+            ok_l, ok_r = zd_l[j] <= ztol, zd_r[j] >= -ztol
+            ok_s = ~ok_l & ~ok_r
+            ok_guess = jnp.where(guess == 0, ok_l, jnp.where(guess == 1, ok_r, ok_s))
+            cur = side[j]
+            own = jnp.where(
+                ok_s, 2, jnp.where(ok_l & (cur != 0), 0, jnp.where(ok_r & (cur != 1), 1, guess))
+            )
+            new = jnp.where(ok_guess, guess, own).astype(side.dtype)
+            start = jax.lax.cond(
+                (new == 2) & ok_s,
+                lambda st: bracketed_start(side.at[j].set(2), st, j, zd_l[j], zd_r[j]),
+                lambda st: st,
+                start,
+            )
+            return new, start
+
+        def bracketed_start(side, start, j, g_l, g_r):
+            """Where pair j slides (its left field points in, ż_L > 0, and its right one
+            too, ż_R < 0) but Newton from `start` puts its λ outside the box, ż_j(λ) (the
+            other sliding pairs re-solved) has another root inside it: in deep nets ż is
+            multilinear in the slopes of pairs on one sample in different layers, so a
+            tracked root can leave the box while the Filippov condition still holds. Find
+            the root in the box by bisection between the two slopes and start Newton
+            there."""
+            lam_in, _ = solve(side, start)
+            inside = (lam_in[j] >= blo[j] - BOX_TOL * (bhi[j] - blo[j])) & (
+                lam_in[j] <= bhi[j] + BOX_TOL * (bhi[j] - blo[j])
+            )
+
+            def bisect(st):
+                nan = jnp.full((K,), jnp.nan, dtype)
+
+                def g(u):
+                    lam_j = sl_l[j] + u * (sl_r[j] - sl_l[j])
+                    return solve(side.at[j].set(0), st, nan.at[j].set(lam_j))[1][j]
+
+                def body(_, c):
+                    a, b = c
+                    mid = 0.5 * (a + b)
+                    pos = g(mid) > 0  # g(0) = ż_L > 0, g(1) = ż_R < 0
+                    return jnp.where(pos, mid, a), jnp.where(pos, b, mid)
+
+                a, b = jax.lax.fori_loop(0, 40, body, (jnp.zeros((), dtype), jnp.ones((), dtype)))
+                u = 0.5 * (a + b)
+                return st.at[j].set(sl_l[j] + u * (sl_r[j] - sl_l[j]))
+
+            del g_l, g_r
+            return jax.lax.cond(inside, lambda st: st, bisect, start)
+
+        # Newton starts: the current λ of pairs that slide now, the box middles otherwise
+        start0 = jnp.concatenate([0.5 * (blo[:C] + bhi[:C]), jnp.clip(lam, lo_s, hi_s)])
+        start0 = jnp.where(all_on, start0, 0.0)
+        side, start, iters, still_bad = jax.lax.while_loop(
+            lambda c: c[3] & (c[2] < 2 * K + 2),
             fix_one,
-            (side, jnp.int32(0), jnp.bool_(True)),
+            (side, start0, jnp.int32(0), jnp.bool_(True)),
         )
 
         def min_norm_sides(_):
@@ -533,7 +618,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
         side = jax.lax.cond(still_bad, min_norm_sides, lambda _: side, None)
         # the new pattern
-        lam_all, _ = solve(side)
+        start = jnp.where(still_bad, jnp.where(all_on, 0.5 * (blo + bhi), 0.0), start)
+        lam_all, _ = solve(side, start)
         new_piece_c = jnp.where(side == 0, all_kink, all_kink + 1)
         slide = all_on & (side == 2)
         # non-candidate sliding slots that stayed: keep; write pieces for the others
@@ -558,7 +644,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         # offsets: every pair starts the next segment with a positive margin, measured
         # exactly as the step's event function will (same λ solve, same Jacobian), so a
         # sliding pair's drift cannot re-trigger the event at the same time
-        pat2 = with_jacobian(theta, (piece2, jnp.zeros_like(off), idx2, kink2, sel_on), y)
+        warm = jnp.where(sel_on, lam_all[sel], jnp.nan)
+        pat2 = with_jacobian(theta, (piece2, jnp.zeros_like(off), idx2, kink2, sel_on), y, warm)
         _, z2, m2, _ = margins(theta, pat2)
         floor = 1e-12 * layer_scales(z2)[layer_of_j]
         off2 = jnp.where(m2 > floor, 0.0, floor - m2)
@@ -707,6 +794,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             "code": jnp.int32(0),
             "pair": jnp.int32(-1),
             "unresolved": jnp.int32(0),
+            "unresolved_run": jnp.int32(0),
         }
         # t0 is saved before the loop
         carry = do_saves(carry, lambda tau: carry["y"], jnp.zeros((), dtype), ts, pts_mask)
@@ -844,6 +932,11 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
             def with_event(cc):
                 y_e = interp(tau_e)
+                # onto the sliding kinks first, as after every step: off them by δz, the
+                # equivalent control carries the return term κ·δz, which shifts λ by
+                # κ·δz/(∂ż/∂λ) — at a sliding pair's exit (λ at an end of its box, ż of the
+                # side it leaves to ≈ 0) enough to contradict the side test and chatter
+                y_e = (project(y_e[0], pat), *y_e[1:])
                 pat2, info = decide(y_e, pat)
                 counts = {
                     "switches": cc["counts"]["switches"] + info["switches"],
@@ -855,7 +948,9 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                 span = ring[-1] - ring[0]
                 storm = span <= settings.storm_span * jnp.maximum(1.0, jnp.abs(y_e[2]))
                 events = cc["events"] + 1
-                code2 = jnp.where(info["over"], 5, jnp.where(storm, 4, code))
+                unres_run = jnp.where(info["unresolved"], cc["unresolved_run"] + 1, 0)
+                stuck = unres_run >= UNRESOLVED_RUN
+                code2 = jnp.where(info["over"], 5, jnp.where(storm, 4, jnp.where(stuck, 6, code)))
                 code2 = jnp.where(events >= settings.max_events, 1, code2)
                 return {
                     **cc,
@@ -868,9 +963,10 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                     "events": events,
                     "ring": ring,
                     "code": code2.astype(jnp.int32),
-                    "pair": jnp.where(storm | info["over"], info["pair"], cc["pair"]).astype(
-                        jnp.int32
-                    ),
+                    "pair": jnp.where(
+                        storm | stuck | info["over"], info["pair"], cc["pair"]
+                    ).astype(jnp.int32),
+                    "unresolved_run": unres_run.astype(jnp.int32),
                     "unresolved": cc["unresolved"] + info["unresolved"].astype(jnp.int32),
                 }
 
@@ -884,7 +980,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                     "st": st1,
                     # after a projection the step's last stage is no longer f(y): recompute
                     "jump": jnp.any(pat[4]),
-                    "pat": with_jacobian(y_new[0], pat, y_new),
+                    "pat": with_jacobian(y_new[0], pat, y_new, pat[6]),
+                    "unresolved_run": jnp.int32(0),
                     "code": code.astype(jnp.int32),
                 }
 
@@ -1040,6 +1137,10 @@ def simulate_nonsmooth(
         4: f"event storm: {storm_window} switching events within a time span ≤ "
         f"{storm_span:g}·max(1, t) near t = {t_reached:.6g} (last pair: {pair}) — chattering "
         "that the sliding decision did not catch",
+        6: f"{UNRESOLVED_RUN} events in a row near t = {t_reached:.6g} whose Filippov decision "
+        f"did not settle (last pair: {pair}): several coupled kinks — in deep nets ż is "
+        "multilinear in the slopes of one sample's pairs in different layers — that neither "
+        "the active-set decision nor the minimum-norm Clarke fallback resolves",
         5: f"more than max_candidates = {max_candidates} pairs at a kink at once, or more "
         f"than max_sliding = {max_sliding} pairs sliding, at t = {t_reached:.6g} "
         f"(pair: {pair})",
@@ -1105,6 +1206,8 @@ def simulate_nonsmooth(
             4: "Raise `max_sliding`, or use a smoothed activation (`smoothing=ε`) to compare.",
             5: "Raise `max_candidates`/`max_sliding` (symmetric data puts many pairs on a "
             "kink at once).",
+            6: "Use a smoothed activation (`smoothing=ε`, ε → 0) with `flows.simulate`, or "
+            "`flows.gradient_descent` rerun at η/4 to check its convergence in η.",
         }[code]
         raise SolverError(
             f"non-smooth gradient flow stopped at t = {t_reached:.6g} of t1 = {t1}: {reason}. "
