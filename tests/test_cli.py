@@ -122,6 +122,7 @@ def test_check_exit_codes(tmp_path, monkeypatch, capsys):
         sweep_alpha=(1.0, 1.25),
         sweep_seeds=(0,),
         sweep_n=40,
+        targets=(),
     )
     monkeypatch.setattr(ex.EXPERIMENT, "default_config", lambda quick=False: tiny)
     code = _cli.main(["check", "multistage", "--out", str(tmp_path)])
