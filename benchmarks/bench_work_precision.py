@@ -69,7 +69,7 @@ RESULTS = HERE / "results"
 def main(argv=None) -> list[dict]:
     """Run the chosen cases; returns one dict per case (`case`, `rows`, `headline`,
     `files`)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "work-precision benchmark").splitlines()[0])
     p.add_argument("--case", choices=[*cases.CASES, "all"], default="all")
     p.add_argument(
         "--stiff",
@@ -82,6 +82,13 @@ def main(argv=None) -> list[dict]:
         default=None,
         help="with --stiff: comma-separated subset of heat,heat1000,brusselator,quartic,"
         "multistage (written to work_precision_stiff_<subset>.*; default all)",
+    )
+    p.add_argument(
+        "--error-norm",
+        choices=("rms", "max"),
+        default="rms",
+        help="with --stiff: the step-size controller's norm (and the stabilized solvers'); "
+        "'max' writes work_precision_stiff[_<subset>]_max.*",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few methods (smoke test)")
     p.add_argument("--out", default=str(RESULTS), help="output folder")
@@ -104,7 +111,9 @@ def main(argv=None) -> list[dict]:
         sizes = stiff.QUICK_SIZES if args.quick else stiff.FULL_SIZES
         if problems is not None and not set(problems) <= set(sizes):
             p.error(f"--problems: choose from {','.join(sizes)}; got {args.problems!r}")
-        res = stiff.run_all(args.out, quick=args.quick, problems=problems)
+        res = stiff.run_all(
+            args.out, quick=args.quick, problems=problems, error_norm=args.error_norm
+        )
         return [dict(case="stiff", results=res)]
     methods.set_torch_threads(args.torch_threads)
     names = list(cases.CASES) if args.case == "all" else [args.case]

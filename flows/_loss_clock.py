@@ -26,7 +26,7 @@ import optimistix as optx
 
 from ._errors import SolverError
 from ._misc import all_finite, tree_sq_norm
-from ._solvers import EVAL_COUNTER, SolverChoice, cached
+from ._solvers import EVAL_COUNTER, SolverChoice, cached, pid_controller
 from ._stats import Result, SolveStats
 from ._trajectory import Trajectory, assemble_trajectory
 
@@ -40,6 +40,7 @@ class _Settings:
     max_steps: int
     count_evals: bool
     observables: Callable[..., Mapping[str, Any]]
+    error_norm: str = "rms"
 
 
 def _segment(settings: _Settings, solver, problem, s0, y0, target, s_end):
@@ -69,7 +70,7 @@ def _segment(settings: _Settings, solver, problem, s0, y0, target, s_end):
         y0,
         args=problem,
         saveat=diffrax.SaveAt(t1=True),
-        stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
+        stepsize_controller=pid_controller(settings.rtol, settings.atol, settings.error_norm),
         event=diffrax.Event(cond, root_finder=root),
         max_steps=settings.max_steps,
         throw=False,
@@ -123,6 +124,7 @@ def solve_loss_clock(
     count_evals: bool,
     throw: bool,
     config: dict,
+    error_norm: str = "rms",
 ) -> Trajectory:
     """The loss-clock flow from θ(0) at t = t0 through the physical save times `ts`
     (validated by `flows.simulate`, ending at t1); `max_steps` per segment. Observable `s`
@@ -131,9 +133,10 @@ def solve_loss_clock(
     **Raises** `SolverError` naming the physical time reached and what to try when a
     segment fails (max steps, non-finite state, a loss that stopped decaying) or the clock
     overflows (L underflows to 0, so dt/ds = 1/L is infinite); with `throw=False` the save
-    times reached are returned instead, `stats.result` naming the failure.
+    times reached are returned instead, `stats.result` naming the failure. `error_norm`:
+    the step-size controller's norm ('rms' or 'max', `flows._solvers.pid_controller`).
     """
-    settings = _Settings(rtol, atol, max_steps, count_evals, observables)
+    settings = _Settings(rtol, atol, max_steps, count_evals, observables, error_norm)
     key = ("loss clock", settings, choice.key, jax.tree_util.tree_structure(problem)) + tuple(
         (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
     )

@@ -30,6 +30,7 @@ from jaxtyping import Array, PyTree
 
 __all__ = [
     "AbstractStabilizedSolver",
+    "ERROR_NORMS",
     "RKC2",
     "RKCState",
     "rkc_eval_counts",
@@ -172,34 +173,50 @@ def _hermite_k(hf0, hf1, rows: int):
     )
 
 
-def _error_norm(y_error, y0, y1, tolerances) -> Array:
-    """RMS norm of error / (atol + rtol max(|y0|, |y1|)), as diffrax.PIDController
-    computes it (its default norm over the whole state)."""
+#: Norms of the scaled error that the step-size controller and the stabilized solvers can
+#: use (`error_norm`): 'rms' (diffrax's default, `optimistix.rms_norm`) or 'max'
+#: (`optimistix.max_norm`).
+ERROR_NORMS = ("rms", "max")
+
+
+def _error_norm(y_error, y0, y1, tolerances, norm: str = "rms") -> Array:
+    """Norm of error / (atol + rtol max(|y0|, |y1|)) over the whole state, as
+    diffrax.PIDController computes it: 'rms' (root mean square; the controller's default
+    norm, `optimistix.rms_norm`) or 'max' (largest component; `optimistix.max_norm`)."""
     rtol, atol = tolerances
-    sq = [
-        jnp.sum((e / (atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))) ** 2)
+    scaled = [
+        e / (atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))
         for e, a, b in zip(
             jtu.tree_leaves(y_error), jtu.tree_leaves(y0), jtu.tree_leaves(y1), strict=True
         )
     ]
+    if norm == "max":
+        return jnp.max(jnp.stack([jnp.max(jnp.abs(x)) for x in scaled if jnp.size(x) > 0]))
+    if norm != "rms":
+        raise ValueError(f"`error_norm` must be one of {ERROR_NORMS}; got {norm!r}.")
+    sq = [jnp.sum(x**2) for x in scaled]
     size = sum(jnp.size(e) for e in jtu.tree_leaves(y_error))
     return jnp.sqrt(sum(sq) / size)
 
 
-def _nonstiff_step(method, terms, t0, t1, y0, args, f0, tolerances, error_order=3):
+def _nonstiff_step(
+    method, terms, t0, t1, y0, args, f0, tolerances, error_order=3, error_norm="rms"
+):
     """One step of diffrax's Bosh3 ('bs3') or Tsit5 ('tsit5') from the FSAL value f0.
     Returns (y1, F(t1, y1), dense stages k, error).
 
     Bosh3's error estimate is O(h³) like RKC2's and is returned as is. Tsit5's is O(h⁵):
-    its size e (RMS norm of error / (atol + rtol max(|y0|, |y1|)), as diffrax.PIDController
-    computes it) is reported as e^{3/5}, so the controller, built for RKC2's error order 3,
-    accepts iff e ≤ 1 and scales h by e^{−1/5}, as it would for Tsit5 (error order 5).
-    (For a controller of another `error_order` q: e^{q/5}.)"""
+    its size e (the `error_norm` — 'rms' or 'max' — of error / (atol + rtol max(|y0|,
+    |y1|)), as diffrax.PIDController computes it with that norm) is reported as e^{3/5}, so
+    the controller, built for RKC2's error order 3, accepts iff e ≤ 1 and scales h by
+    e^{−1/5}, as it would for Tsit5 (error order 5). (For a controller of another
+    `error_order` q: e^{q/5}.) Both norms are homogeneous, so scaling the error by a
+    scalar scales e by the same factor."""
     y1, y_error, dense, state, _ = _NONSTIFF[method].step(
         terms, t0, t1, y0, args, (jnp.asarray(False), f0), False
     )
     if method == "tsit5":
-        e = _error_norm(y_error, y0, y1, tolerances)
+        e = _error_norm(y_error, y0, y1, tolerances, error_norm)
         y_error = _tree_scale(y_error, jnp.where(e > 0, e ** (error_order / 5.0 - 1.0), 1.0))
     return y1, state[1], dense["k"], y_error
 
@@ -234,6 +251,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
     nonstiff: str = eqx.field(static=True, default="bs3")
     tolerances: tuple[Any, Any] | None = None
     proportional: bool = eqx.field(static=True, default=True)
+    error_norm: str = eqx.field(static=True, default="rms")
 
     # --- what a member provides -------------------------------------------------------
 
@@ -268,6 +286,8 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             raise ValueError(
                 f"`nonstiff` must be one of {self._nonstiff_methods}; got {self.nonstiff!r}."
             )
+        if self.error_norm not in ERROR_NORMS:
+            raise ValueError(f"`error_norm` must be one of {ERROR_NORMS}; got {self.error_norm!r}.")
         if self.nonstiff == "tsit5" and self.tolerances is None:
             raise ValueError(
                 "`nonstiff='tsit5'` needs `tolerances=(rtol, atol)`, those of the step-size "
@@ -377,7 +397,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 # tolerance, a failed step near the switch sent h down by up to 5× into
                 # needlessly accurate non-stiff steps (RKC2 on the Brusselator at rtol 1e-7:
                 # err/rtol 4e-6, half the steps rejected).
-                e = _error_norm(err, y0, y1, self.tolerances)
+                e = _error_norm(err, y0, y1, self.tolerances, self.error_norm)
                 h_sw = 0.95 * self._nonstiff_max_hrho / jnp.maximum(rho, 1e-300)
                 q = self.error_order(terms)
                 e_target = (0.9 * h / h_sw) ** q  # PID (I) factor 0.9 e^{-1/q} → h_sw
@@ -401,6 +421,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                     f0,
                     self.tolerances,
                     self.error_order(terms),
+                    self.error_norm,
                 )
                 return *out, jnp.asarray(_NONSTIFF_EVALS[self.nonstiff], jnp.int32)
 
@@ -504,7 +525,9 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             if self.tolerances is not None:
                 # a step the controller accepts is kept (a non-autonomous field also
                 # makes the secant large); only a failing one may be unstable
-                suspect = suspect & (_error_norm(err, y0, y1, self.tolerances) > 1.0)
+                suspect = suspect & (
+                    _error_norm(err, y0, y1, self.tolerances, self.error_norm) > 1.0
+                )
             redo = bad | suspect
             return i + 1, rho_i, v_i, jvps, redo, out
 
@@ -616,8 +639,8 @@ class RKC2(AbstractStabilizedSolver):
       estimate is O(h⁵), but the controller applies one `error_order` (3) to every step,
       so the step reports its error e (in the controller's norm) as e^{3/5}: accepted iff
       e ≤ 1, and the PID controller's factor e^{−1/3·3/5} = e^{−1/5} is Tsit5's own. That needs the
-      controller's `tolerances=(rtol, atol)` and its default RMS norm over the whole state,
-      which is what `flows.simulate` uses (and passes);
+      controller's `tolerances=(rtol, atol)` and its norm (`error_norm`), which is what
+      `flows.simulate` uses (and passes);
     - `'none'`: plain RKC2 everywhere (the tests of its order and stability polynomial use
       it).
 
@@ -676,6 +699,15 @@ class RKC2(AbstractStabilizedSolver):
       scalars).
     - `proportional`: with `tolerances`, control the RKC steps to rtol·sqrt(rtol/1e-3)
       (default True; False: plain local error control).
+    - `error_norm`: the norm of the scaled error error / (atol + rtol max(|y_n|, |y_{n+1}|))
+      over the whole state that the step-size controller uses — 'rms' (default: diffrax's
+      `PIDController` default, `optimistix.rms_norm`) or 'max' (`optimistix.max_norm`,
+      for a controller built with `norm=optimistix.max_norm`). The solver computes the
+      same norm where it judges a step itself (the Tsit5 steps' rescaled error, the
+      near-switch retry, the secant check), so it must match the controller's. With
+      'rms' the controller bounds the root-mean-square local error: where the error sits
+      in a few of many components (a few neurons of a wide net) the largest component's
+      error can exceed rtol by up to sqrt(state size); 'max' bounds every component.
     - `spectral_radius`: optional `(t, y, args) -> scalar` returning a bound on the
       spectral radius of the Jacobian of the vector field (used as is: no safety factor,
       no floor); when given, no power iteration is done. It is called at the start of

@@ -32,7 +32,9 @@ from ._solvers import (
     FIRST_STEP_STABILITY,
     SolverChoice,
     cached,
+    check_error_norm,
     initial_step,
+    pid_controller,
     resolve_solver,
     spectral_radius,
 )
@@ -169,6 +171,7 @@ def flow_config(
     save_params: str,
     stop=None,
     method: str | None = None,
+    error_norm: str = "rms",
 ) -> dict:
     """The `config` of a flow's trajectory: problem, solver (name, what was asked for, its
     class and settings), clock and tolerances — what it takes to rerun it."""
@@ -183,6 +186,7 @@ def flow_config(
         "clock": clock.name,
         "rtol": rtol,
         "atol": atol,
+        "error_norm": error_norm,
         "t0": t0,
         "t1": t1,
         "max_steps": max_steps,
@@ -233,6 +237,7 @@ class FlowSettings:
     observables: Callable
     clock: AbstractClock = PhysicalClock()
     stop: Callable | None = None
+    error_norm: str = "rms"
 
 
 #: Power iterations (Hessian-vector products) behind the toolkit's first step; with the two
@@ -347,7 +352,7 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
         y0,
         args=problem,
         saveat=diffrax.SaveAt(subs=subs, solver_state=rkc),
-        stepsize_controller=diffrax.PIDController(rtol=settings.rtol, atol=settings.atol),
+        stepsize_controller=pid_controller(settings.rtol, settings.atol, settings.error_norm),
         max_steps=settings.max_steps,
         throw=False,
         progress_meter=meter,
@@ -397,6 +402,7 @@ def simulate(
     solver: str | diffrax.AbstractSolver = "tsit5",
     rtol: float = 1e-6,
     atol: float = 1e-9,
+    error_norm: str = "rms",
     ts=None,
     n_save: int = 201,
     save_params: str = "ends",
@@ -437,6 +443,14 @@ def simulate(
       took with its non-stiff method; see `flows.RKC2`), `rho_redos` and `split_steps`;
       ESERK4 ('eserk4', `flows.ESERK4`) the same.
     - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
+    - `error_norm`: the norm in which that controller measures the local error scaled by
+      atol + rtol·max(|y_n|, |y_{n+1}|) over the whole state (θ and the energy): 'rms'
+      (default, diffrax's `optimistix.rms_norm`) or 'max' (`optimistix.max_norm`: every
+      component within tolerance). 'rkc' and 'eserk4' judge their own steps in the same
+      norm (`flows.RKC2`, `error_norm`). With 'rms', where the error sits in a few of many
+      parameters (a few neurons of a wide net) the largest parameter error can exceed
+      rtol by up to sqrt(number of parameters); 'max' bounds it at the cost of more
+      steps. Recorded as `config["error_norm"]`.
     - `ts` or `n_save`: physical save times (default `n_save` equally spaced points on
       [t0, t1]; `flows.log_save_times` for late-phase runs).
     - `save_params`: θ at every save time ('all'), at the first and last ('ends'), or
@@ -475,6 +489,7 @@ def simulate(
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
+    error_norm = check_error_norm(error_norm)
     if getattr(problem.model, "activation_kinks", None) is not None:
         warnings.warn(KINKS_WARNING, stacklevel=2)
     clock = as_clock(clock)
@@ -491,6 +506,7 @@ def simulate(
         problem.n_params,
         problem.dtype,
         rho_span=None if auto is None else auto["rho_span"],
+        error_norm=error_norm,
     )
     if count_evals not in (True, False, "auto"):
         raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
@@ -513,6 +529,7 @@ def simulate(
             count_evals=count_evals,
             throw=throw,
             stop=stop,
+            error_norm=error_norm,
         )
     analytic_count = count_evals == "auto" and choice.evals_per_step is not None
     # RKC2 counts its own evaluations in its state (exact on accepted steps; a callback
@@ -535,6 +552,7 @@ def simulate(
         observables=observables or no_observables,
         clock=clock,
         stop=stop,
+        error_norm=error_norm,
     )
     to_s = clock.from_physical
     args = (
@@ -630,6 +648,7 @@ def simulate(
         dt0=dt0,
         save_params=save_params,
         stop=stop,
+        error_norm=error_norm,
     )
     if auto is not None:
         config["solver_auto"] = {**auto, "chosen": choice.name}
@@ -686,6 +705,7 @@ def _simulate_loss_clock(
     count_evals,
     throw,
     stop,
+    error_norm="rms",
 ) -> Trajectory:
     """`simulate` with the loss clock (arguments validated by `simulate`)."""
     if stop is not None:
@@ -718,6 +738,7 @@ def _simulate_loss_clock(
         dt0=None,
         save_params=save_params,
         method=f"gradient flow ({choice.name}, loss clock dt/ds = 1/L)",
+        error_norm=error_norm,
     )
     return solve_loss_clock(
         problem,
@@ -734,4 +755,5 @@ def _simulate_loss_clock(
         count_evals=count_evals is not False,
         throw=throw,
         config=config,
+        error_norm=error_norm,
     )

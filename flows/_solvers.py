@@ -13,16 +13,18 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optimistix as optx
 
 from ._errors import ConfigError
 from ._eserk import ESERK4
 from ._implicit import is_matrix_free, matrix_free_kvaerno5
-from ._rkc import RKC2, AbstractStabilizedSolver
+from ._rkc import ERROR_NORMS, RKC2, AbstractStabilizedSolver
 
 __all__ = [
     "AUTO_ESERK_MAX_RTOL",
     "AUTO_RKC_MIN_RTOL",
     "AUTO_STIFF_RHO_SPAN",
+    "ERROR_NORMS",
     "EVALS_PER_STEP",
     "FLOAT32_IMPLICIT_MIN_RTOL",
     "FLOAT32_MIN_RTOL",
@@ -35,10 +37,13 @@ __all__ = [
     "SolverChoice",
     "auto_solver",
     "cached",
+    "check_error_norm",
+    "error_norm_fn",
     "initial_step",
     "spectral_radius",
     "describe_solver",
     "make_solver",
+    "pid_controller",
     "resolve_solver",
     "resolve_solver_name",
 ]
@@ -190,14 +195,44 @@ FIRST_STEP_MAX = 0.01
 FIRST_STEP_STABILITY = 2.0
 
 
-def make_solver(name: str, rtol: float, atol: float) -> diffrax.AbstractSolver:
+def check_error_norm(error_norm) -> str:
+    """`error_norm` validated: 'rms' or 'max' (`ERROR_NORMS`), else `ConfigError`."""
+    if not isinstance(error_norm, str) or error_norm not in ERROR_NORMS:
+        raise ConfigError(
+            f"`error_norm` must be 'rms' (root mean square of the scaled error over the "
+            f"state, diffrax's default) or 'max' (its largest component); got {error_norm!r}."
+        )
+    return error_norm
+
+
+def error_norm_fn(error_norm: str) -> Callable[[Any], Any]:
+    """The `norm` of `diffrax.PIDController` for an `error_norm` name: 'rms' →
+    `optimistix.rms_norm` (the controller's default), 'max' → `optimistix.max_norm`."""
+    return {"rms": optx.rms_norm, "max": optx.max_norm}[check_error_norm(error_norm)]
+
+
+def pid_controller(rtol: float, atol: float, error_norm: str = "rms") -> diffrax.PIDController:
+    """The step-size controller of the toolkit's solves: diffrax's PID controller with the
+    given tolerances and norm ('rms': built exactly as before the option existed, i.e.
+    with diffrax's default norm)."""
+    if check_error_norm(error_norm) == "rms":
+        return diffrax.PIDController(rtol=rtol, atol=atol)
+    return diffrax.PIDController(rtol=rtol, atol=atol, norm=error_norm_fn(error_norm))
+
+
+def make_solver(
+    name: str, rtol: float, atol: float, error_norm: str = "rms"
+) -> diffrax.AbstractSolver:
     """The solver object for a name in `SOLVERS`. 'rkc' and 'eserk4' take their non-stiff
     steps with Tsit5 and RKC2 controls to a transformed tolerance; both need the
-    controller's tolerances (`flows.RKC2`, `nonstiff`, `proportional`)."""
+    controller's tolerances and norm (`flows.RKC2`, `nonstiff`, `proportional`,
+    `error_norm`)."""
     if name == "rkc":
-        return RKC2(nonstiff="tsit5", tolerances=(float(rtol), float(atol)))
+        return RKC2(nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm)
     if name == "eserk4":
-        return ESERK4(nonstiff="tsit5", tolerances=(float(rtol), float(atol)))
+        return ESERK4(
+            nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm
+        )
     if name == "kvaerno5-cg":
         return matrix_free_kvaerno5(rtol, atol)
     return SOLVERS[name]()
@@ -277,10 +312,12 @@ class SolverChoice:
         return describe_solver(self.solver)
 
 
-def _named(solver: diffrax.AbstractSolver, rtol: float, atol: float) -> str | None:
+def _named(
+    solver: diffrax.AbstractSolver, rtol: float, atol: float, error_norm: str = "rms"
+) -> str | None:
     """The name in `SOLVERS` whose solver equals this object (None if none does)."""
     for name in SOLVERS:
-        ref = make_solver(name, rtol, atol)
+        ref = make_solver(name, rtol, atol, error_norm)
         if type(ref) is type(solver) and _tree_equal(ref, solver):
             return name
     return None
@@ -294,7 +331,13 @@ def _tree_equal(a, b) -> bool:
 
 
 def resolve_solver(
-    solver, rtol: float, atol: float | None, n_params: int, dtype=None, rho_span=None
+    solver,
+    rtol: float,
+    atol: float | None,
+    n_params: int,
+    dtype=None,
+    rho_span=None,
+    error_norm: str = "rms",
 ) -> SolverChoice:
     """Resolve `solver` — 'auto', a name in `SOLVERS`, or a `diffrax.AbstractSolver` object
     (e.g. `flows.RKC2(...)`, `diffrax.Dopri5()`) — and check it against the problem.
@@ -303,9 +346,12 @@ def resolve_solver(
     estimate (the step-size controller is adaptive), an implicit solver on a problem too
     large for its dense Jacobian (`MAX_IMPLICIT_PARAMS`), an rtol that float32 cannot meet
     (`FLOAT32_MIN_RTOL`, `FLOAT32_IMPLICIT_MIN_RTOL`), or an RKC2 whose Tsit5 steps use
-    tolerances other than the controller's (checked when `atol` is given). 'auto' uses the
-    measured ρ·(t1 − t0) `rho_span` when given (`auto_solver`).
+    tolerances other than the controller's (checked when `atol` is given), an `error_norm`
+    other than 'rms' or 'max', or an RKC2/ESERK4 object whose `error_norm` is not the
+    controller's. 'auto' uses the measured ρ·(t1 − t0) `rho_span` when given
+    (`auto_solver`). Named stabilized solvers are built with `error_norm`.
     """
+    error_norm = check_error_norm(error_norm)
     atol_ = 0.0 if atol is None else atol
     if isinstance(solver, str):
         requested = solver
@@ -315,7 +361,7 @@ def resolve_solver(
                 f"`solver` must be 'auto', one of {sorted(SOLVERS)} or a diffrax solver "
                 f"object (e.g. flows.RKC2(), diffrax.Dopri5()); got {solver!r}."
             )
-        obj = make_solver(name, rtol, atol_)
+        obj = make_solver(name, rtol, atol_, error_norm)
     elif isinstance(solver, diffrax.AbstractSolver):
         obj = solver
         requested = type(solver).__name__
@@ -336,7 +382,17 @@ def resolve_solver(
                     f"tolerances (rtol, atol) = ({rtol:g}, {atol:g}): its Tsit5 steps and its "
                     "tolerance-proportional control rescale their error by them."
                 )
-        name = _named(obj, rtol, atol_) or requested
+        if (
+            isinstance(obj, AbstractStabilizedSolver)
+            and obj.tolerances is not None
+            and obj.error_norm != error_norm
+        ):
+            raise ConfigError(
+                f"{requested}(error_norm={obj.error_norm!r}) must use the solve's "
+                f"`error_norm` = {error_norm!r}: it judges its Tsit5 steps and its retries "
+                "in the controller's norm. Pass the same value to both."
+            )
+        name = _named(obj, rtol, atol_, error_norm) or requested
     else:
         raise ConfigError(
             f"`solver` must be 'auto', one of {sorted(SOLVERS)} or a diffrax solver object "
