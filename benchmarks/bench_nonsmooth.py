@@ -13,11 +13,15 @@ One process, three problems, each run once to compile and then timed:
    multi-surface chattering near t ≈ 10–35, see the README): the event flow at rtol
    1e-3 … 1e-6 and GD at η = 0.05, 0.0125, 0.003125, all against the event flow at rtol
    1e-10: error in θ, evaluations, wall.
+4. the bias-plateau check's deep ReLU net (same shape, §4 data) to its horizon
+   t = `--synthetic-t1` (150): the event flow at rtol 1e-6 and 1e-7, GD at the same three
+   η and the smoothed net σ_ε (`--eps`, Kvaerno5 rtol 1e-9) against the event flow at
+   rtol 1e-9 (`--only-synthetic` runs this case alone, into `nonsmooth_synthetic.*`).
 
 Errors: max|Δθ| / max|θ| at t1, and max over save times of |ΔL| / L. Writes
 `benchmarks/results/nonsmooth.md` and `.json`.
 
-    python benchmarks/bench_nonsmooth.py [--deep-t1 5]
+    python benchmarks/bench_nonsmooth.py [--deep-t1 5] [--synthetic-t1 150] [--eps 1e-2,1e-3]
 """
 
 from __future__ import annotations
@@ -114,11 +118,78 @@ def deep_case(t1: float) -> list[dict]:
     return rows
 
 
+def synthetic_deep_case(t1: float, eps: tuple[float, ...]) -> list[dict]:
+    """The bias-plateau check's deep ReLU net (depth 4, width 16, δ = 1e-3, §4 data) to
+    its horizon: the event flow at rtol 1e-6 and 1e-7, GD at three η and the smoothed net
+    σ_ε (Kvaerno5, rtol 1e-9) against the event flow at rtol 1e-9."""
+    from flows.experiments.bias_plateau.config import Config
+    from flows.experiments.bias_plateau.runs import RELU_MAX_KINKS, synthetic_deep_data
+
+    cfg = Config()
+    data = synthetic_deep_data(cfg, cfg.seed)
+    model = DeepFCN(d=data.d, k=cfg.k, depth=4, width=16, activation="relu", delta=1e-3)
+    pb = flows.make_problem(model, data, key=cfg.seed, loss_fn=bp.class_sum_cross_entropy)
+    kinks = dict(max_sliding=RELU_MAX_KINKS, max_candidates=RELU_MAX_KINKS)
+
+    def event(rtol, t):
+        return flows.simulate_nonsmooth(
+            pb, t1=t, n_save=31, rtol=rtol, atol=rtol * 1e-3, throw=False, **kinks
+        )
+
+    def timed_t1(fn):
+        fn(1.0)  # compile (the horizon is data, not structure)
+        start = time.perf_counter()
+        out = fn(t1)
+        return out, time.perf_counter() - start
+
+    ref = event(1e-9, t1)
+    assert ref.stats.ok, f"reference failed: {ref.stats.reason}"
+    rows = []
+    for rtol in (1e-6, 1e-7):
+        tr, wall = timed_t1(lambda t, r=rtol: event(r, t))
+        rows.append(
+            row(f"deep ReLU §4 data to t = {t1:g}: event flow, rtol {rtol:g}", tr, wall, ref)
+        )
+        print(rows[-1], flush=True)
+    for eta in (0.05, 0.0125, 0.003125):
+        tr, wall = timed_t1(
+            lambda t, e=eta: flows.gradient_descent(pb, learning_rate=e, t1=t, n_save=31)
+        )
+        rows.append(row(f"deep ReLU §4 data to t = {t1:g}: GD η = {eta:g}", tr, wall, ref))
+        print(rows[-1], flush=True)
+    for e in eps:
+        smooth = flows.make_problem(
+            DeepFCN(
+                d=data.d, k=cfg.k, depth=4, width=16, activation="relu", delta=1e-3, smoothing=e
+            ),
+            data,
+            theta0=pb.theta0,
+            loss_fn=bp.class_sum_cross_entropy,
+        )
+        tr, wall = timed_t1(
+            lambda t, sp=smooth: flows.simulate(
+                sp, t1=t, n_save=31, rtol=1e-9, atol=1e-12, solver="kvaerno5", throw=False
+            )
+        )
+        rows.append(row(f"deep ReLU §4 data to t = {t1:g}: smoothed ε = {e:g}", tr, wall, ref))
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--deep-t1", type=float, default=5.0)
+    ap.add_argument(
+        "--synthetic-t1", type=float, default=150.0, help="the §4 deep ReLU net's horizon"
+    )
+    ap.add_argument("--eps", default="1e-2,1e-3", help="smoothing ε values ('' for none)")
+    ap.add_argument("--only-synthetic", action="store_true", help="run the §4 deep ReLU case alone")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "nonsmooth"))
     args = ap.parse_args()
+    eps = tuple(float(e) for e in args.eps.split(",") if e.strip())
+    if args.only_synthetic:
+        write(synthetic_deep_case(args.synthetic_t1, eps), Path(args.out + "_synthetic"))
+        return
     rows = []
     rows += teacher_case("large init", lt.symmetric_gaussians(100, 2, seed=0), 1.0, 1e8)
     for r in rows:
@@ -131,7 +202,11 @@ def main() -> None:
     for r in deep:
         print(r, flush=True)
     rows += deep
-    out = Path(args.out)
+    rows += synthetic_deep_case(args.synthetic_t1, eps)
+    write(rows, Path(args.out))
+
+
+def write(rows: list[dict], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.platform(), "processor": platform.processor()}
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
@@ -140,7 +215,8 @@ def main() -> None:
         "# Exact flow through kinks: event flow vs Tsit5 through the kinks vs GD",
         "",
         f"{meta['machine']}; errors against the event flow at a 1000× tighter rtol "
-        "(linear teacher) or rtol 1e-10 (deep ReLU).",
+        "(linear teacher), rtol 1e-10 (deep ReLU, digits) or rtol 1e-9 (deep ReLU, §4 "
+        "data, to the bias-plateau check's horizon).",
         "",
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),

@@ -19,11 +19,14 @@ a kink:
 
 With several pairs at a kink at once the decision solves the box-constrained
 complementarity problem (λ in the box, ż = 0 where interior, ż pointing to the chosen
-side where at a bound) by an active-set iteration; for one-hidden-layer nets on attractive
-kinks this is the minimum-norm element of the Clarke subdifferential. Where the iteration
-does not settle (several coupled surfaces in deep nets), the minimum-norm element of the
-Clarke subdifferential itself is taken (a box-constrained least-squares problem in the
-candidates' slopes, ∇L linearized in them; counted in `stats.extra["unresolved_events"]`).
+side where at a bound) by an active-set iteration, one pair at a time; for one-hidden-layer
+nets on attractive kinks this is the minimum-norm element of the Clarke subdifferential.
+Where the iteration does not settle (several coupled surfaces in deep nets, where ż is
+multilinear in the slopes of one sample's pairs in different layers), the same problem is
+solved for all candidates at once by semismooth Newton on its natural residual
+λ − Π_box(λ − F(λ)), F = ∓ż. Only if that fails too is the minimum-norm element of the
+Clarke subdifferential taken (a box-constrained least-squares problem in the candidates'
+slopes, ∇L linearized in them; counted in `stats.extra["unresolved_events"]`).
 If that still chatters, the event-storm guard stops the run and names the pair.
 Everything runs in one compiled `lax.while_loop`: no recompilation per event, thousands of
 pairs.
@@ -616,9 +619,90 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             new = jnp.where(lam <= blo + tol, lo_side, jnp.where(lam >= bhi - tol, 1 - lo_side, 2))
             return new.astype(jnp.int32)
 
-        side = jax.lax.cond(still_bad, min_norm_sides, lambda _: side, None)
+        def mcp(_):
+            """The Filippov decision of every candidate at once, as the box-constrained
+            complementarity problem it is: λ ∈ [blo, bhi] per pair with, at the end whose
+            slope is the left piece's, ż ≤ 0 (the pair moves into that piece), at the right
+            piece's end ż ≥ 0, and ż = 0 inside (it slides), ż taken with every candidate's
+            slope set to its λ. Solved by semismooth Newton on the natural residual
+            λ − Π_box(λ − F(λ)), F = ∓ż scaled, with a backtracking line search. Where the
+            one-pair-at-a-time iteration above cycles (deep nets: ż multilinear in the
+            slopes of one sample's pairs in several layers), this finds the interior root
+            it misses. Returns (sides, λ, converged)."""
+            # F ≥ 0 at the lower end of the box: ż ≤ 0 there when that end is the left
+            # piece's slope (convex kink, ReLU), ż ≥ 0 when it is the right piece's
+            sgn = jnp.where(sl_l <= sl_r, -1.0, 1.0).astype(dtype)
+
+            def zdot_c(lam):
+                A, S = affine((piece, off, all_idx, all_kink, all_on), lam)
+                zd, _, z = zdot_z(theta, A, S)
+                ret = pat[7] * (z[all_idx] - c_tab[all_kink])
+                return jnp.where(all_on, zd[all_idx] + ret, 0.0)
+
+            lam0 = jnp.where(all_on, jnp.clip(start, blo, bhi), 0.0)
+            zs = jnp.maximum(
+                jnp.maximum(jnp.max(jnp.abs(zdot_c(blo))), jnp.max(jnp.abs(zdot_c(bhi)))), tiny
+            )
+            width = jnp.where(all_on, bhi - blo, 1.0)
+
+            def F(lam):
+                return jnp.where(all_on, sgn * zdot_c(lam) / zs * width, 0.0)
+
+            def resid(lam):
+                f = F(lam)
+                return jnp.where(all_on, lam - jnp.clip(lam - f, blo, bhi), 0.0), f
+
+            eye = jnp.eye(K, dtype=dtype)
+
+            def newton(c):
+                lam, it, _ = c
+                r, f = resid(lam)
+                free = all_on & (lam - f > blo) & (lam - f < bhi)
+                JF = jax.jacfwd(F)(lam)
+                Jr = jnp.where(free[:, None], JF, eye)
+                sc = jnp.maximum(jnp.max(jnp.abs(Jr)), tiny)
+                d = -jnp.linalg.solve(Jr + 1e-14 * sc * eye, r)
+                n0 = jnp.sum(r * r)
+
+                def try_t(k, best):
+                    t = 0.5**k
+                    cand = jnp.where(all_on, lam + t * d, 0.0)
+                    rc, _ = resid(cand)
+                    nc = jnp.sum(rc * rc)
+                    better = (nc < (1.0 - 1e-4 * t) * n0) & ~best[2]
+                    return (
+                        jnp.where(better, cand, best[0]),
+                        jnp.where(better, nc, best[1]),
+                        best[2] | better,
+                    )
+
+                lam_n, n_new, found = jax.lax.fori_loop(0, 12, try_t, (lam, n0, jnp.bool_(False)))
+                # no descent: take the full step anyway (semismooth Newton is locally
+                # convergent; the residual test below decides)
+                lam_n = jnp.where(found, lam_n, jnp.where(all_on, lam + d, 0.0))
+                n_new = jnp.where(found, n_new, jnp.sum(resid(lam_n)[0] ** 2))
+                return lam_n, it + 1, jnp.sqrt(n_new)
+
+            lam, _, rn = jax.lax.while_loop(
+                lambda c: (c[1] < 40) & (c[2] > 1e-13),
+                newton,
+                (lam0, jnp.int32(0), jnp.sqrt(jnp.sum(resid(lam0)[0] ** 2))),
+            )
+            ok = jnp.all(jnp.isfinite(lam)) & (rn <= 1e-11)
+            tol = BOX_TOL * (bhi - blo)
+            lo_side = jnp.where(sl_l <= sl_r, 0, 1)
+            new = jnp.where(lam <= blo + tol, lo_side, jnp.where(lam >= bhi - tol, 1 - lo_side, 2))
+            return new.astype(jnp.int32), lam, ok
+
+        side_m, lam_m, mcp_ok = jax.lax.cond(
+            still_bad, mcp, lambda _: (side, start, jnp.bool_(False)), None
+        )
+        still_bad_m = still_bad & ~mcp_ok
+        side = jnp.where(still_bad & mcp_ok, side_m, side)
+        start = jnp.where(still_bad & mcp_ok, jnp.where(all_on, lam_m, 0.0), start)
+        side = jax.lax.cond(still_bad_m, min_norm_sides, lambda _: side, None)
         # the new pattern
-        start = jnp.where(still_bad, jnp.where(all_on, 0.5 * (blo + bhi), 0.0), start)
+        start = jnp.where(still_bad_m, jnp.where(all_on, 0.5 * (blo + bhi), 0.0), start)
         lam_all, _ = solve(side, start)
         new_piece_c = jnp.where(side == 0, all_kink, all_kink + 1)
         slide = all_on & (side == 2)
@@ -662,7 +746,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             "entries": jnp.sum(entered).astype(jnp.int32),
             "resid": resid,
             "over": over,
-            "unresolved": still_bad,
+            "unresolved": still_bad_m,
             "pair": all_idx[jnp.argmax(all_on)],
         }
         return pat2, info
@@ -1140,7 +1224,8 @@ def simulate_nonsmooth(
         6: f"{UNRESOLVED_RUN} events in a row near t = {t_reached:.6g} whose Filippov decision "
         f"did not settle (last pair: {pair}): several coupled kinks — in deep nets ż is "
         "multilinear in the slopes of one sample's pairs in different layers — that neither "
-        "the active-set decision nor the minimum-norm Clarke fallback resolves",
+        "the active-set decision, the semismooth Newton solve of the complementarity "
+        "problem nor the minimum-norm Clarke fallback resolves",
         5: f"more than max_candidates = {max_candidates} pairs at a kink at once, or more "
         f"than max_sliding = {max_sliding} pairs sliding, at t = {t_reached:.6g} "
         f"(pair: {pair})",

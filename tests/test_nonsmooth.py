@@ -286,3 +286,49 @@ def test_deep_relu_multi_layer_sliding_exit_does_not_chatter():
     assert dist[1] < dist[0] / 2.5, dist
     cert = traj.stats.certificate
     assert cert is not None and cert["ok"], cert
+
+
+def test_deep_relu_coupled_kinks_decided_as_one_complementarity_problem():
+    """The same net at t = 58 (stored): fourteen pairs sit on kinks at once, in layers 1
+    and 3, five of them on one sample whose layer-3 pair's ż is multilinear in its layer-1
+    slopes. The one-pair-at-a-time decision cycles there (it stopped at once, 25 undecided
+    events in a row); the box complementarity problem (λ in each box, ż ≤ 0 / = 0 / ≥ 0 at
+    the left end / inside / right end) has an interior root — all fourteen slide — found
+    by semismooth Newton. Oracles: gradient descent from the same θ converges to the flow at
+    first order in η, the energy identity holds, no event is left undecided, and the
+    sliding pairs stay on their kinks (z ≈ 0 at the end, measured independently here)."""
+    from pathlib import Path
+
+    from flows.experiments.bias_plateau.data import (
+        class_sum_cross_entropy,
+        orthogonal_data,
+        scale_to_unit_ball,
+    )
+
+    stored = np.load(Path(__file__).parent / "data" / "deep_relu_theta_t58.npz")
+    theta0 = {name: jnp.asarray(stored[name]) for name in stored.files}
+    data = scale_to_unit_ball(orthogonal_data(k=4, n_per_class=10, d=16, sigma=0.1, seed=0))
+    model = DeepFCN(d=16, k=4, depth=4, width=16, activation="relu", delta=1e-3)
+    pb = flows.make_problem(model, data, theta0=theta0, loss_fn=class_sum_cross_entropy)
+    t1 = 0.5
+    traj = simulate_nonsmooth(pb, t1=t1, n_save=3, rtol=1e-8, atol=1e-11, save_params="ends")
+    assert traj.stats.ok and traj.times[-1] == pytest.approx(t1)
+    assert traj.stats["unresolved_events"] == 0 and traj.stats["max_pattern_mismatch"] == 0
+    assert traj.observables["sliding_pairs"][-1] >= 10
+    cert = traj.stats.certificate
+    assert cert is not None and cert["ok"], cert
+    flat = np.concatenate([np.ravel(traj.param(n)) for n in sorted(theta0)])
+    dist = []
+    for eta in (4e-3, 1e-3):
+        gd = flows.gradient_descent(pb, learning_rate=eta, t1=t1, n_save=2)
+        g = np.concatenate([np.ravel(gd.param(n)) for n in sorted(theta0)])
+        dist.append(np.max(np.abs(g - flat)))
+    assert dist[1] < dist[0] / 2.5, dist
+    # the sample with coupled kinks: its layer-1 pairs that were on a kink at t = 58 are
+    # still there (|z| tiny against the layer's scale), computed from θ(t1) by hand
+    x = np.asarray(data.x)
+    z1_0 = x @ np.asarray(stored["V1"]).T
+    z1 = x @ np.asarray(traj.param("V1")).T
+    on0 = np.abs(z1_0[30]) <= 1e-9 * np.sqrt(np.mean(z1_0**2))
+    assert on0.sum() >= 4
+    assert np.max(np.abs(z1[30][on0])) <= 1e-7 * np.sqrt(np.mean(z1**2))
