@@ -62,6 +62,7 @@ from ._solvers import SOLVERS as SOLVERS  # noqa: E402
 from ._solvers import auto_solver as auto_solver  # noqa: E402
 from ._solvers import initial_step as initial_step  # noqa: E402
 from ._solvers import make_solver as make_solver  # noqa: E402
+from ._solvers import pid_controller as pid_controller  # noqa: E402
 from ._solvers import spectral_radius as spectral_radius  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
 from ._stages import first_crossing as first_crossing  # noqa: E402

@@ -270,10 +270,10 @@ def solve(
         AbstractStabilizedSolver,
         initial_step,
         make_solver,
+        pid_controller,
         rkc_eval_counts,
         spectral_radius,
     )
-    from flows._solvers import pid_controller
 
     calls = [0]
 
