@@ -250,6 +250,36 @@ def test_simulate_warns_on_kinks_and_says_so_in_the_config():
     assert tr.config["kinks"] == "none"
 
 
+def _stored_deep_relu_problem(t: str):
+    """The bias-plateau deep ReLU net (depth 4, width 16, §4 data) from its state stored at
+    time t (tests/data/deep_relu_theta_t{t}.npz): (problem, stored arrays)."""
+    from pathlib import Path
+
+    from flows.experiments.bias_plateau.data import (
+        class_sum_cross_entropy,
+        orthogonal_data,
+        scale_to_unit_ball,
+    )
+
+    stored = np.load(Path(__file__).parent / "data" / f"deep_relu_theta_t{t}.npz")
+    theta0 = {name: jnp.asarray(stored[name]) for name in stored.files}
+    data = scale_to_unit_ball(orthogonal_data(k=4, n_per_class=10, d=16, sigma=0.1, seed=0))
+    model = DeepFCN(d=16, k=4, depth=4, width=16, activation="relu", delta=1e-3)
+    pb = flows.make_problem(model, data, theta0=theta0, loss_fn=class_sum_cross_entropy)
+    return pb, stored
+
+
+def _gd_distances(pb, traj, t1, etas):
+    """max|θ_GD(t1) − θ_flow(t1)| for each learning rate."""
+    names = sorted(traj.params)
+    flat = np.concatenate([np.ravel(traj.param(n)) for n in names])
+    out = []
+    for eta in etas:
+        gd = flows.gradient_descent(pb, learning_rate=eta, t1=t1, n_save=2)
+        out.append(np.max(np.abs(np.concatenate([np.ravel(gd.param(n)) for n in names]) - flat)))
+    return out
+
+
 def test_deep_relu_multi_layer_sliding_exit_does_not_chatter():
     """The bias-plateau deep ReLU net (depth 4, width 16, §4 data) from its state at
     t = 10.86 (stored): within one time unit a layer-2 pair slides together with five
@@ -259,30 +289,13 @@ def test_deep_relu_multi_layer_sliding_exit_does_not_chatter():
     control's root inside the box, and the run goes on. Oracle: gradient descent from the
     same θ converges to the flow as η → 0 (first order: the distance falls about 4× when η
     does), and the energy identity holds."""
-    from pathlib import Path
-
-    from flows.experiments.bias_plateau.data import (
-        class_sum_cross_entropy,
-        orthogonal_data,
-        scale_to_unit_ball,
-    )
-
-    stored = np.load(Path(__file__).parent / "data" / "deep_relu_theta_t10.86.npz")
-    theta0 = {name: jnp.asarray(stored[name]) for name in stored.files}
-    data = scale_to_unit_ball(orthogonal_data(k=4, n_per_class=10, d=16, sigma=0.1, seed=0))
-    model = DeepFCN(d=16, k=4, depth=4, width=16, activation="relu", delta=1e-3)
-    pb = flows.make_problem(model, data, theta0=theta0, loss_fn=class_sum_cross_entropy)
+    pb, stored = _stored_deep_relu_problem("10.86")
     t1 = 1.5
     traj = simulate_nonsmooth(pb, t1=t1, n_save=4, rtol=1e-8, atol=1e-11)
     assert traj.stats.ok and traj.times[-1] == pytest.approx(t1)
     assert traj.stats["sliding_entries"] >= 1 and traj.stats["max_pattern_mismatch"] == 0
     assert traj.stats["unresolved_events"] == 0
-    flat = np.concatenate([np.ravel(traj.param(n)) for n in sorted(theta0)])
-    dist = []
-    for eta in (4e-3, 1e-3):
-        gd = flows.gradient_descent(pb, learning_rate=eta, t1=t1, n_save=2)
-        g = np.concatenate([np.ravel(gd.param(n)) for n in sorted(theta0)])
-        dist.append(np.max(np.abs(g - flat)))
+    dist = _gd_distances(pb, traj, t1, (4e-3, 1e-3))
     assert dist[1] < dist[0] / 2.5, dist
     cert = traj.stats.certificate
     assert cert is not None and cert["ok"], cert
@@ -297,19 +310,7 @@ def test_deep_relu_coupled_kinks_decided_as_one_complementarity_problem():
     by semismooth Newton. Oracles: gradient descent from the same θ converges to the flow at
     first order in η, the energy identity holds, no event is left undecided, and the
     sliding pairs stay on their kinks (z ≈ 0 at the end, measured independently here)."""
-    from pathlib import Path
-
-    from flows.experiments.bias_plateau.data import (
-        class_sum_cross_entropy,
-        orthogonal_data,
-        scale_to_unit_ball,
-    )
-
-    stored = np.load(Path(__file__).parent / "data" / "deep_relu_theta_t58.npz")
-    theta0 = {name: jnp.asarray(stored[name]) for name in stored.files}
-    data = scale_to_unit_ball(orthogonal_data(k=4, n_per_class=10, d=16, sigma=0.1, seed=0))
-    model = DeepFCN(d=16, k=4, depth=4, width=16, activation="relu", delta=1e-3)
-    pb = flows.make_problem(model, data, theta0=theta0, loss_fn=class_sum_cross_entropy)
+    pb, stored = _stored_deep_relu_problem("58")
     t1 = 0.5
     traj = simulate_nonsmooth(pb, t1=t1, n_save=3, rtol=1e-8, atol=1e-11, save_params="ends")
     assert traj.stats.ok and traj.times[-1] == pytest.approx(t1)
@@ -317,16 +318,11 @@ def test_deep_relu_coupled_kinks_decided_as_one_complementarity_problem():
     assert traj.observables["sliding_pairs"][-1] >= 10
     cert = traj.stats.certificate
     assert cert is not None and cert["ok"], cert
-    flat = np.concatenate([np.ravel(traj.param(n)) for n in sorted(theta0)])
-    dist = []
-    for eta in (4e-3, 1e-3):
-        gd = flows.gradient_descent(pb, learning_rate=eta, t1=t1, n_save=2)
-        g = np.concatenate([np.ravel(gd.param(n)) for n in sorted(theta0)])
-        dist.append(np.max(np.abs(g - flat)))
+    dist = _gd_distances(pb, traj, t1, (4e-3, 1e-3))
     assert dist[1] < dist[0] / 2.5, dist
     # the sample with coupled kinks: its layer-1 pairs that were on a kink at t = 58 are
     # still there (|z| tiny against the layer's scale), computed from θ(t1) by hand
-    x = np.asarray(data.x)
+    x = np.asarray(pb.x)
     z1_0 = x @ np.asarray(stored["V1"]).T
     z1 = x @ np.asarray(traj.param("V1")).T
     on0 = np.abs(z1_0[30]) <= 1e-9 * np.sqrt(np.mean(z1_0**2))

@@ -260,17 +260,7 @@ def train_deep(
             stop=stop,
         )
     elif method == "nonsmooth":
-        traj = simulate_nonsmooth(
-            problem,
-            t1=t1,
-            n_save=n_save,
-            rtol=cfg.deep_rtol,
-            atol=cfg.deep_atol,
-            observables=classification_observables,
-            save_params="ends",
-            max_sliding=RELU_MAX_KINKS,
-            max_candidates=RELU_MAX_KINKS,
-        )
+        traj = exact_relu_flow(problem, cfg, t1=t1, n_save=n_save)
     else:
         traj = gradient_descent(
             problem,
@@ -458,6 +448,22 @@ def _deep_run_checks(run: DeepRun, cfg: Config) -> list[Check]:
 RELU_MAX_KINKS = 32
 
 
+def exact_relu_flow(problem, cfg: Config, *, t1: float, n_save: int) -> Trajectory:
+    """The deep ReLU net's exact piecewise-smooth flow at the deep nets' tolerances, with
+    classification observables, θ at the ends and `RELU_MAX_KINKS` pair slots."""
+    return simulate_nonsmooth(
+        problem,
+        t1=t1,
+        n_save=n_save,
+        rtol=cfg.deep_rtol,
+        atol=cfg.deep_atol,
+        observables=classification_observables,
+        save_params="ends",
+        max_sliding=RELU_MAX_KINKS,
+        max_candidates=RELU_MAX_KINKS,
+    )
+
+
 def run_deep_relu_flow(
     cfg: Config, *, depth: int, width: int, t1: float, data_name: str = "synthetic"
 ) -> Trajectory:
@@ -472,17 +478,7 @@ def run_deep_relu_flow(
         d=data.d, k=k, depth=depth, width=width, activation="relu", delta=cfg.deep_delta
     )
     problem = make_problem(model, data, key=cfg.seed, loss_fn=class_sum_cross_entropy)
-    traj = simulate_nonsmooth(
-        problem,
-        t1=t1,
-        n_save=201,
-        rtol=cfg.deep_rtol,
-        atol=cfg.deep_atol,
-        observables=classification_observables,
-        save_params="ends",
-        max_sliding=RELU_MAX_KINKS,
-        max_candidates=RELU_MAX_KINKS,
-    )
+    traj = exact_relu_flow(problem, cfg, t1=t1, n_save=201)
     traj.config["experiment"] = {"name": NAME, "part": "deep relu", "data": data_name}
     return traj
 
