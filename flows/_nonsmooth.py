@@ -28,6 +28,14 @@ solved for all candidates at once by semismooth Newton on its natural residual
 Clarke subdifferential taken (a box-constrained least-squares problem in the candidates'
 slopes, ∇L linearized in them; counted in `stats.extra["unresolved_events"]`).
 If that still chatters, the event-storm guard stops the run and names the pair.
+
+Redundant surfaces: where a sample is dead in one layer (every unit there off, or a ReLU
+unit held on its kink) and there is no hidden bias, the next layer's pairs of that sample
+sit at z = 0 with a normal that is zero or a combination of the held units' normals. They
+are no switching surfaces of their own while those slide (`slaved`): they are left out of
+the decisions and of event detection until the pattern upstream changes, and the sliding
+systems are solved by damped least squares (`_damped_solve`), so a dependent constraint
+that does reach them leaves them consistent rather than singular.
 Everything runs in one compiled `lax.while_loop`: no recompilation per event, thousands of
 pairs.
 
@@ -144,6 +152,30 @@ def _layout(problem: Problem) -> _Layout:
     return _Layout(tuple(names), tuple(shapes), tuple(offsets))
 
 
+#: Damping of the least-squares solves of the sliding systems, relative to the system's
+#: largest entry: x = Jᵀ(JJᵀ + μI)⁻¹r with √μ = DAMPING·max|J|. Where kink constraints are
+#: redundant (a sample dead in one layer holds the next layer's pairs on their kinks, their
+#: normals multiples of the first layer's) J is singular but the system consistent, and
+#: this is its minimum-norm solution; where J is well conditioned it is J⁻¹r to
+#: (DAMPING·cond J)².
+DAMPING = 1e-8
+
+#: A pair is held on its kink by the sliding pairs (`slaved`) when its rate of change along
+#: a random direction tangent to their kinks is below this fraction of that along the
+#: direction itself (exactly zero in exact arithmetic; an independent pair gives O(1)).
+SLAVED_RATIO = 1e-8
+
+
+def _damped_solve(J: jax.Array, r: jax.Array, on: jax.Array | None = None) -> jax.Array:
+    """The damped least-squares solution Jᵀ(JJᵀ + μI)⁻¹r (`DAMPING`; the scale of J taken
+    over the rows and columns `on`, the others being identity padding)."""
+    Jon = J if on is None else jnp.where(on[:, None] & on[None, :], J, 0.0)
+    sc = jnp.maximum(jnp.max(jnp.abs(Jon)), jnp.finfo(J.dtype).tiny)
+    mu = (DAMPING * sc) ** 2
+    G = J @ J.T + mu * jnp.eye(J.shape[0], dtype=J.dtype)
+    return J.T @ jnp.linalg.solve(G, r)
+
+
 def _tree_rms(tree) -> jax.Array:
     leaves = [jnp.ravel(v) for v in jax.tree_util.tree_leaves(tree)]
     flat = jnp.concatenate(leaves)
@@ -241,6 +273,57 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         zd, g, _ = zdot_z(theta, A, S)
         return zd, g
 
+    def slaved(theta, pat, lam):
+        """Pairs that are no switching surface of their own under the pattern `pat`
+        (sliding slopes `lam`): their pre-activation depends on θ only through other
+        sliding pairs' z (its normal lies in the span of theirs; zero included), so while
+        those slide it stays where it is. This is what a sample dead in one layer does to
+        the next: with every input of a unit zero (units on a zero piece, or ReLU units
+        held on their kink), z = c with a normal that is zero or a combination of the held
+        units' normals. Such pairs neither cross nor slide until the pattern upstream
+        changes (an event, where this is recomputed); they would otherwise make the
+        sliding systems singular, and their z, ≈ c up to integration error, would trigger
+        events without end. Returns ((P,) non-sliding pairs held, (M,) sliding slots held
+        by sliding pairs of earlier layers). Sliding normals: Gram–Schmidt in layer order
+        (a slot whose normal the earlier ones span, to `SLAVED_RATIO`, is held); the other
+        pairs: the directional derivative of z along a fixed random direction projected
+        onto the independent sliding pairs' tangent space vanishes against that along the
+        direction itself (exactly zero for a zero normal: structural zeros propagate)."""
+        on, idx = pat[4], pat[2]
+        A, S = affine(pat, lam)
+        flat, unravel = ravel_pytree(theta)
+        v = jax.random.normal(jax.random.PRNGKey(20261201), flat.shape, dtype)
+
+        def z_of(vf):
+            return preacts(unravel(vf), A, S)
+
+        dz = jax.jvp(z_of, (flat,), (v,))[1]
+
+        def with_sliding(_):
+            i = jnp.where(on, idx, 0)
+            Jz = jnp.where(on[:, None], jax.jacrev(lambda vf: z_of(vf)[i])(flat), 0.0)
+            order = jnp.argsort(jnp.where(on, layer_of_j[i], n_layers))  # upstream first
+
+            def gs(k, c):
+                Q, dep = c
+                j = order[k]
+                n = Jz[j]
+                r = n - Q.T @ (Q @ n)
+                r = r - Q.T @ (Q @ r)
+                nr = jnp.sqrt(jnp.sum(r * r))
+                indep = on[j] & (nr > SLAVED_RATIO * jnp.sqrt(jnp.sum(n * n)))
+                Q = Q.at[j].set(jnp.where(indep, r / jnp.maximum(nr, tiny), 0.0))
+                return Q, dep.at[j].set(on[j] & ~indep)
+
+            Q, dep = jax.lax.fori_loop(0, M, gs, (jnp.zeros_like(Jz), jnp.zeros((M,), bool)))
+            return jax.jvp(z_of, (flat,), (v - Q.T @ (Q @ v),))[1], dep
+
+        dz_t, dep = jax.lax.cond(
+            jnp.any(on), with_sliding, lambda _: (dz, jnp.zeros((M,), bool)), None
+        )
+        sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
+        return (~sliding) & (jnp.abs(dz_t) <= SLAVED_RATIO * jnp.abs(dz)), dep
+
     def zdot_sliding(theta, pat, lam):
         """ż + κ(z − c) of the sliding pairs (0 in empty slots) with their slopes set to λ:
         the equivalent control makes it 0, so a pair that drifted off its kink by
@@ -266,13 +349,12 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         def jac_at(lam):
             J = jax.jacfwd(lambda lm: zdot_sliding(theta, pat, lm))(lam)
             J = jnp.where(on[:, None] & on[None, :], J, eye)
-            sc = jnp.maximum(jnp.max(jnp.abs(J)), tiny)
-            return J + 1e-14 * sc * eye
+            return J
 
         def solve(_):
             lam = jnp.where(jnp.isfinite(warm), warm, lam_mid(pat))
             for _ in range(3):
-                lam = lam - jnp.linalg.solve(jac_at(lam), zdot_sliding(theta, pat, lam))
+                lam = lam - _damped_solve(jac_at(lam), zdot_sliding(theta, pat, lam), on)
             lam = jnp.where(on, lam, 0.0)
             return lam, jac_at(lam)
 
@@ -294,8 +376,11 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         def proj(_):
             r = z_s(flat)
             Jz = jax.jacrev(z_s)(flat)  # (M, n_params)
+            Jz = jnp.where(on[:, None], Jz, 0.0)
+            # damped least squares: dependent (redundant) kink normals are allowed
             G = Jz @ Jz.T
-            G = jnp.where(on[:, None] & on[None, :], G, jnp.eye(M, dtype=dtype))
+            mu = DAMPING**2 * jnp.maximum(jnp.max(jnp.diag(G)), tiny)
+            G = G + jnp.where(on, mu, 1.0) * jnp.eye(M, dtype=dtype)
             return unravel(flat - Jz.T @ jnp.linalg.solve(G, r))
 
         return jax.lax.cond(jnp.any(on), proj, lambda _: theta, None)
@@ -314,7 +399,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         layer; quadratically close otherwise, λ moving little within a step)."""
         lam = pat[6]
         for _ in range(2):
-            lam = lam - jnp.linalg.solve(pat[5], zdot_sliding(theta, pat, lam))
+            lam = lam - _damped_solve(pat[5], zdot_sliding(theta, pat, lam), pat[4])
         return jnp.where(pat[4], lam, 0.0)
 
     def lam_mid(pat):
@@ -397,9 +482,11 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         scale_j = layer_scales(z)[layer_of_j]
         tol_j = settings.kink_tol * scale_j
         sliding = jnp.zeros((P,), bool).at[jnp.where(on, idx, P)].set(True, mode="drop")
+        # pairs held on their kink by the sliding ones or constant (a sample dead upstream)
+        frz, dep = slaved(theta, pat, lam)
         # non-sliding pairs at a kink: crossed (m ≤ 0) or within kink_tol of an edge
         d_lo, d_hi = z - lo_tab[piece], hi_tab[piece] - z
-        near = (~sliding) & ((m <= 0) | (jnp.minimum(d_lo, d_hi) <= tol_j))
+        near = (~sliding) & ~frz & ((m <= 0) | (jnp.minimum(d_lo, d_hi) <= tol_j))
         n_near = jnp.sum(near)
         # candidates: up to C pairs at a kink, then the sliding ones
         score = jnp.where(near, -jnp.minimum(d_lo, d_hi) / scale_j, -jnp.inf)
@@ -414,7 +501,9 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         side0 = jnp.where(crossed, jnp.where(came_right, 0, 1), jnp.where(came_right, 1, 0))
         # the sliding pairs join as candidates (after the C near ones)
         all_idx = jnp.concatenate([cand, jnp.where(on, idx, 0)])
-        all_on = jnp.concatenate([cand_on, on])
+        # a sliding pair held by the others (or constant) leaves its slot: it keeps the
+        # piece it came from
+        all_on = jnp.concatenate([cand_on, on & ~dep])
         all_kink = jnp.concatenate([ck, kink])
         lo_s, hi_s = box(kink)
         leave_lo = on & (lam <= lo_s)
@@ -476,8 +565,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                 r = zdot_s(lam_k)
                 J = jax.jacfwd(zdot_s)(lam_k)
                 J = jnp.where(on_k[:, None] & on_k[None, :], J, eye)
-                sc = jnp.maximum(jnp.max(jnp.abs(J)), tiny)
-                return lam_k - jnp.linalg.solve(J + 1e-14 * sc * eye, r)
+                return lam_k - _damped_solve(J, r, on_k)
 
             lam_k = jax.lax.cond(jnp.any(on_k), lambda v: newton(newton(v)), lambda v: v, lam_k)
             return jnp.where(on_k, lam_k, 0.0)
@@ -660,8 +748,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                 free = all_on & (lam - f > blo) & (lam - f < bhi)
                 JF = jax.jacfwd(F)(lam)
                 Jr = jnp.where(free[:, None], JF, eye)
-                sc = jnp.maximum(jnp.max(jnp.abs(Jr)), tiny)
-                d = -jnp.linalg.solve(Jr + 1e-14 * sc * eye, r)
+                d = -_damped_solve(Jr, r)
                 n0 = jnp.sum(r * r)
 
                 def try_t(k, best):
@@ -733,6 +820,10 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         _, z2, m2, _ = margins(theta, pat2)
         floor = 1e-12 * layer_scales(z2)[layer_of_j]
         off2 = jnp.where(m2 > floor, 0.0, floor - m2)
+        # pairs held by the sliding ones (or constant) under the new pattern cannot switch
+        # until the pattern upstream changes (an event, where this is recomputed)
+        near2 = jnp.min(jnp.abs(z2[:, None] - c_tab[None, :]), axis=1) <= tol_j
+        off2 = jnp.where(slaved(theta, pat2, pat2[6])[0] & near2, jnp.inf, off2)
         pat2 = (piece2, off2, *pat2[2:])
         # the switching residual: |z − c| of the located pair(s), relative to the scale
         resid = jnp.max(

@@ -328,3 +328,53 @@ def test_deep_relu_coupled_kinks_decided_as_one_complementarity_problem():
     on0 = np.abs(z1_0[30]) <= 1e-9 * np.sqrt(np.mean(z1_0**2))
     assert on0.sum() >= 4
     assert np.max(np.abs(z1[30][on0])) <= 1e-7 * np.sqrt(np.mean(z1**2))
+
+
+def _dead_sample_problem():
+    """The bias-plateau test net (3 classes, 9 samples in d = 4, depth 3, width 6, δ =
+    1e-3, output bias) whose flow kills whole samples in layer 1 by t ≈ 12."""
+    from flows.experiments.bias_plateau.data import (
+        class_sum_cross_entropy,
+        orthogonal_data,
+        scale_to_unit_ball,
+    )
+
+    data = scale_to_unit_ball(orthogonal_data(k=3, n_per_class=3, d=4, sigma=0.1, seed=0))
+    model = DeepFCN(d=4, k=3, depth=3, width=6, activation="relu", delta=1e-3)
+    return flows.make_problem(model, data, key=0, loss_fn=class_sum_cross_entropy)
+
+
+def test_dead_sample_holds_the_next_layer_on_its_kinks():
+    """When every layer-1 unit of a sample is off or held on its kink, the sample's
+    layer-2 pre-activations are 0 with normals that are zero or combinations of the held
+    units' (no hidden bias): they are no switching surfaces of their own while those slide.
+    Treated as surfaces they made the sliding systems singular and, z ≈ 0 up to
+    integration error, fired events without end: this run stopped at t = 12.53 with the
+    step size collapsed (1227 events for 43 switches). Oracles: the run at rtol 1e-6 and at
+    1e-9 take the same switches and agree in θ to a few rtol; gradient descent converges to
+    it at first order in η; the energy identity holds; and the case is exercised — at the
+    end some sample is dead in layer 1 with its layer-2 pre-activations exactly zero,
+    computed here by hand."""
+    pb = _dead_sample_problem()
+    kw = dict(t1=20.0, n_save=3, save_params="ends", max_sliding=32, max_candidates=32)
+    loose = simulate_nonsmooth(pb, rtol=1e-6, atol=1e-9, **kw)
+    tight = simulate_nonsmooth(pb, rtol=1e-9, atol=1e-12, **kw)
+    for tr in (loose, tight):
+        assert tr.stats.ok and tr.times[-1] == pytest.approx(20.0)
+        assert tr.stats["unresolved_events"] == 0 and tr.stats["max_pattern_mismatch"] == 0
+        assert tr.stats.certificate["ok"], tr.stats.certificate
+    for key in ("crossings", "switches", "sliding_entries"):
+        assert loose.stats[key] == tight.stats[key], key
+    # no event without a switch storm (measured: 44 events, 61 switches)
+    assert loose.stats["events"] <= loose.stats["switches"]
+    a, b = _theta(loose), _theta(tight)
+    assert np.linalg.norm(a - b) <= 10 * 1e-6 * np.linalg.norm(b)
+    dist = _gd_distances(pb, tight, 20.0, (0.05, 0.0125))
+    assert dist[1] < dist[0] / 3.5, dist
+    # by hand: a sample dead in layer 1 (every z1 ≤ 0), its layer-2 pre-activations 0
+    V1, V2 = np.asarray(tight.param("V1")), np.asarray(tight.param("V2"))
+    z1 = np.asarray(pb.x) @ V1.T
+    dead = np.all(z1 <= 1e-12 * np.sqrt(np.mean(z1**2)), axis=1)
+    assert dead.any()
+    z2 = np.maximum(z1, 0.0) @ V2.T
+    assert np.max(np.abs(z2[dead])) <= 1e-12 * np.sqrt(np.mean(z2**2))
