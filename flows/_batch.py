@@ -32,7 +32,7 @@ from ._simulate import (
     rkc_extra,
     solve_flow,
 )
-from ._solvers import SolverChoice, cached, resolve_solver
+from ._solvers import SolverChoice, cached, check_error_norm, resolve_solver
 from ._stats import Result, SolveStats, advice, failure_reason
 from ._trajectory import Trajectory, assemble_trajectory
 
@@ -122,6 +122,7 @@ def simulate_batch(
     max_steps: int = 200_000,
     save_params: str = "none",
     dt0: float | None = None,
+    error_norm: str = "rms",
 ) -> list[Trajectory | SolverError]:
     """Integrate the gradient flows of several problems of equal shape in one vmapped solve.
 
@@ -130,8 +131,9 @@ def simulate_batch(
       width m, different α and seeds).
     - `t1s`: one final (physical) time per problem; each run saves at `n_save` equally
       spaced times on [0, t1].
-    - `solver`, `rtol`, `atol`, `observables`, `max_steps`, `save_params`, `dt0`: as in
-      `simulate` (physical clock; vector-field evaluations counted from the step count for
+    - `solver`, `rtol`, `atol`, `observables`, `max_steps`, `save_params`, `dt0`,
+      `error_norm` ('rms', the default, or 'max'; recorded as `config["error_norm"]`): as
+      in `simulate` (physical clock; vector-field evaluations counted from the step count for
       the explicit solvers in `EVALS_PER_STEP`, from RKC2's state (accepted steps), not
       counted (None; −1 in the mapping view) for the others).
 
@@ -141,6 +143,7 @@ def simulate_batch(
     solve failed, a `SolverError` (not raised) naming the time reached and the reason, with
     the partial run as its `trajectory` attribute. Raises `ConfigError` on bad input.
     """
+    error_norm = check_error_norm(error_norm)
     problems = list(problems)
     t1s = [float(t) for t in np.atleast_1d(np.asarray(t1s, dtype=np.float64))]
     if len(t1s) != len(problems):
@@ -155,7 +158,9 @@ def simulate_batch(
     if not (isinstance(max_steps, int) and max_steps >= 1):
         raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
     batched, shared = stack_problems(problems)  # also refuses an empty list
-    choice = resolve_solver(solver, rtol, atol, problems[0].n_params, problems[0].dtype)
+    choice = resolve_solver(
+        solver, rtol, atol, problems[0].n_params, problems[0].dtype, error_norm=error_norm
+    )
     settings = FlowSettings(
         rtol=rtol,
         atol=atol,
@@ -165,6 +170,7 @@ def simulate_batch(
         progress=False,
         observables=observables or no_observables,
         clock=PhysicalClock(),
+        error_norm=error_norm,
     )
     ts = np.stack([np.linspace(0.0, t1, n_save) for t1 in t1s])
     pts = np.stack([param_save_times(row, save_params) for row in ts])
@@ -263,6 +269,7 @@ def _member_result(
         dt0=settings.dt0,
         save_params=save_params,
         method=f"gradient flow ({choice.name}, batched)",
+        error_norm=settings.error_norm,
     )
     params = {}
     if len(pts):

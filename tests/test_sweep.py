@@ -3,6 +3,7 @@
 import json
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,6 +145,31 @@ def test_simulate_batch_equals_one_by_one(reference):
                 tr.observables[name], ref.observables[name], rtol=1e-12, atol=1e-15
             )
     assert batch[0].stats["batch_size"] == 2
+
+
+def test_simulate_batch_error_norm_matches_simulate():
+    """`error_norm='max'` reaches the batched solve: each member equals `simulate` with
+    'max' (same steps, same numbers to round-off), takes other steps than under the
+    default 'rms', and records the norm; a bad name is refused before any solve."""
+    probs = _problems()
+    kw: dict[str, Any] = dict(
+        rtol=1e-6, atol=1e-9, observables=msx.multistage_observables, n_save=41
+    )
+    t1s = [5.0, 8.0]
+    batch = _batch.simulate_batch(probs, t1s=t1s, error_norm="max", **kw)
+    default = _batch.simulate_batch(probs, t1s=t1s, **kw)
+    for prob, t1, tr, rms in zip(probs, t1s, batch, default, strict=True):
+        ref = flows.simulate(prob, t1=t1, save_params="none", error_norm="max", **kw)
+        assert isinstance(tr, flows.Trajectory) and isinstance(rms, flows.Trajectory)
+        assert tr.config["error_norm"] == "max" and rms.config["error_norm"] == "rms"
+        assert tr.stats["steps"] == ref.stats["steps"] != rms.stats["steps"]
+        for name in ("loss", "K_hat", "energy"):  # vmapped vs unbatched: 2e-12 measured
+            np.testing.assert_allclose(
+                tr.observables[name], ref.observables[name], rtol=1e-10, atol=1e-15, err_msg=name
+            )
+        assert not np.array_equal(tr.observables["loss"], rms.observables["loss"])
+    with pytest.raises(flows.ConfigError, match="`error_norm` must be 'rms'"):
+        _batch.simulate_batch(probs, t1s=t1s, error_norm="l2", **kw)
 
 
 def test_simulate_batch_failure_is_per_member():
@@ -441,3 +467,43 @@ def test_config_round_trip_and_solver_method_refusal():
         assert msweep.SweepConfig.from_dict(d) == cfg
     with pytest.raises(flows.ConfigError, match="asks for 'RKC2'"):
         msweep.SweepConfig.from_dict({**d, "solver_method": "RKC2"})
+
+
+def test_error_norm_is_a_sweep_setting(reference, tmp_path):
+    """`error_norm` reaches every point (its config, the combined attributes), is part of
+    the manifest: a folder computed with 'rms' is refused with 'max' and vice versa, and a
+    folder written before the setting existed reads as 'rms' (diffrax's norm, the only one
+    then)."""
+    result, ds_rms = reference
+    before = {p.name: p.stat().st_mtime_ns for p in result.out.rglob("*")}
+    with pytest.raises(flows.ConfigError, match="error_norm='rms'.*error_norm='max'"):
+        _run(result.out, error_norm="max")
+    assert {p.name: p.stat().st_mtime_ns for p in result.out.rglob("*")} == before
+    out = tmp_path / "max"
+    res = _run(out, alpha="1.0", error_norm="max")
+    ds = res.dataset()
+    assert (ds["status"] == "ok").all() and ds.attrs["error_norm"] == "max"
+    assert json.loads((out / "manifest.json").read_text())["config"]["error_norm"] == "max"
+    # the max-norm points took other steps than the default's (same points, α = 1)
+    assert not np.array_equal(ds["steps"].values, ds_rms["steps"].sel(alpha=[1.0]).values)
+    with pytest.raises(flows.ConfigError, match="error_norm='max'.*error_norm='rms'"):
+        _run(out, alpha="1.0")
+    with pytest.raises(flows.ConfigError, match="`error_norm` must be"):
+        _run(tmp_path / "bad", error_norm="L2")
+    assert not (tmp_path / "bad").exists()
+    # a folder from before the setting: no error_norm in its manifest or points
+    old = tmp_path / "old"
+    _run(old, alpha="1.0", seeds="0")
+    man = json.loads((old / "manifest.json").read_text())
+    del man["config"]["error_norm"]
+    (old / "manifest.json").write_text(json.dumps(man))
+    (point,) = (old / "points").glob("*.nc")
+    pds = xr.load_dataset(point, engine="h5netcdf")
+    cfg = json.loads(pds.attrs["config"])
+    del cfg["error_norm"]
+    pds.attrs["config"] = json.dumps(cfg)
+    pds.to_netcdf(point, engine="h5netcdf")
+    res = _run(old, alpha="1.0", seeds="0")
+    assert res.n_skipped == 1 and res.n_run == 0
+    with pytest.raises(flows.ConfigError, match="error_norm='max'"):
+        _run(old, alpha="1.0", seeds="0", error_norm="max")

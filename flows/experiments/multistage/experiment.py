@@ -27,11 +27,12 @@ from ... import _flags as fl
 from ..._baselines import gradient_descent
 from ..._checks import Check, Reference, Trend
 from ..._data import TARGETS
+from ..._errors import ConfigError
 from ..._flags import Flag
 from ..._problem import make_problem
 from ..._resources import check_memory, two_layer_bytes
 from ..._simulate import simulate
-from ..._solvers import SOLVERS
+from ..._solvers import ERROR_NORMS, SOLVERS
 from ...models import TwoLayer
 from ..base import (
     AbstractExperiment,
@@ -364,6 +365,12 @@ class MultistageExperiment(AbstractExperiment):
         ),
         Flag("rtol", "relative tolerance (default 1e-6)", fl.tolerance("--rtol", "1e-6")),
         Flag("atol", "absolute tolerance (default 1e-9)", fl.tolerance("--atol", "1e-9")),
+        Flag(
+            "error_norm",
+            "norm of the scaled local error the step size controls: rms (default) or max "
+            "(its largest component)",
+            choices=ERROR_NORMS,
+        ),
         Flag("n_save", "save times (default 401)", fl.count("--n-save", 2)),
         Flag("max_steps", "solver step budget (default 200000)", fl.count("--max-steps")),
         Flag(
@@ -413,6 +420,13 @@ class MultistageExperiment(AbstractExperiment):
             default=1e-9,
         ),
         Flag(
+            "error_norm",
+            "norm of the scaled local error the step size controls: rms (default) or max "
+            "(its largest component)",
+            choices=ERROR_NORMS,
+            default="rms",
+        ),
+        Flag(
             "beta",
             "T_d threshold β in (0, 1) (default 0.1)",
             fl.real("--beta", lo=0.0, hi=1.0),
@@ -451,10 +465,15 @@ class MultistageExperiment(AbstractExperiment):
     def simulate(self, options: dict, *, progress: bool = False) -> Simulated:
         o = {
             "m": 1000, "alpha": 1.0, "target": "f1", "data": "paper", "n": 1000, "t1": 20.0,
-            "seed": 0, "solver": "tsit5", "rtol": 1e-6, "atol": 1e-9, "n_save": 401,
-            "max_steps": 200_000, "save_params": "ends", "method": "flow", "lr": 1e-3,
-            "progress": False,
+            "seed": 0, "solver": "tsit5", "rtol": 1e-6, "atol": 1e-9, "error_norm": "rms",
+            "n_save": 401, "max_steps": 200_000, "save_params": "ends", "method": "flow",
+            "lr": 1e-3, "progress": False,
         } | {k: v for k, v in options.items() if v is not None}  # fmt: skip
+        if o["method"] == "gd" and options.get("error_norm") is not None:
+            raise ConfigError(
+                "--error-norm applies to --method flow (the step-size control of the exact "
+                "flow); gradient descent takes fixed steps (--lr)."
+            )
         cfg = Config(
             m=o["m"], alpha=o["alpha"], target=o["target"], data=o["data"], n=o["n"],
             seed=o["seed"], t1=o["t1"], solver=o["solver"], rtol=o["rtol"], atol=o["atol"],
@@ -470,7 +489,8 @@ class MultistageExperiment(AbstractExperiment):
         if o["method"] == "flow":
             traj = simulate(
                 problem, t1=cfg.t1, solver=cfg.solver, rtol=cfg.rtol, atol=cfg.atol,
-                progress=o["progress"], max_steps=o["max_steps"], **common,
+                progress=o["progress"], max_steps=o["max_steps"], error_norm=o["error_norm"],
+                **common,
             )  # fmt: skip
         else:  # raises SolverError if GD diverges
             traj = gradient_descent(problem, learning_rate=o["lr"], t1=cfg.t1, **common)

@@ -18,8 +18,8 @@ Each point records (see `flows._sweep` for the folder, resume and integrity rule
   slopes beside the theory (`plot_descent_sweep`).
 
 The settings saved in the manifest (`SweepConfig.to_dict`): target, data, n, solver (and
-the algorithm behind its name), rtol, atol, β, n_save, margin, max_steps, vector field and
-dtype.
+the algorithm behind its name), rtol, atol, error norm, β, n_save, margin, max_steps,
+vector field and dtype.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ class SweepConfig:
 
     `target` ('f1', 'f2', 'f3'), `data` ('paper' | 'assumption'), `n` data points, `solver`
     (a name in `flows.SOLVERS`), `vector_field` ('autodiff' or the hand-derived 'fused'),
-    `dtype` ('float64' or 'float32': data, θ and the solve), `rtol`, `atol`, `beta`
+    `dtype` ('float64' or 'float32': data, θ and the solve), `rtol`, `atol`, `error_norm`
+    (the norm of the step-size control: 'rms', the default, or 'max'; see
+    `flows.simulate`), `beta`
     (T_d = first τ ≥ T_p with 1 − K̂ ≤ β), `n_save` save times per run, `margin`
     (horizon τ₁ = T_d,leading + margin, in the theorems' time τ), `max_steps` (solver step
     budget per run).
@@ -129,9 +131,10 @@ class SweepConfig:
     max_steps: int = 200_000
     vector_field: str = "autodiff"
     dtype: str = "float64"
+    error_norm: str = "rms"
 
     def __post_init__(self):
-        from ..._solvers import SOLVERS
+        from ..._solvers import SOLVERS, check_error_norm
 
         if self.experiment != NAME:
             raise ConfigError(
@@ -162,6 +165,7 @@ class SweepConfig:
             )
         if self.dtype not in ("float64", "float32"):
             raise ConfigError(f"`dtype` must be 'float64' or 'float32'; got {self.dtype!r}.")
+        check_error_norm(self.error_norm)
 
     def to_dict(self) -> dict:
         from ..._solvers import SOLVER_METHODS
@@ -197,10 +201,12 @@ _LEGACY_SOLVER_METHODS = {"rkc": "RKC2"}
 
 def upgrade_config(old: dict) -> dict:
     """A saved config with the settings added since filled in as they were then: `dtype`
-    (float64), `solver_method` (RKC2 without non-stiff steps for 'rkc')."""
+    (float64), `solver_method` (RKC2 without non-stiff steps for 'rkc'), `error_norm`
+    ('rms', diffrax's norm, the only one before the setting existed)."""
     solver = old.get("solver", "")
     return {
         "dtype": "float64",
+        "error_norm": "rms",
         "solver_method": _LEGACY_SOLVER_METHODS.get(solver, solver),
         **old,
     }
@@ -369,6 +375,7 @@ def run_points(config: dict, specs: Sequence[tuple[int, float, int]], pad_to: in
         atol=cfg.atol,
         observables=descent_observables,
         max_steps=cfg.max_steps,
+        error_norm=cfg.error_norm,
     )
     try:
         outs = simulate_batch([p for _, p, _ in run], t1s=[t for _, _, t in run], **kwargs)
@@ -474,7 +481,11 @@ class MultistageSweep(AbstractSweepSpec):
 
     def describe(self) -> str:
         c = self.config
-        return f"{c.solver}, rtol={c.rtol:g}, atol={c.atol:g}, {c.target}, {c.data} data, n={c.n}"
+        norm = "" if c.error_norm == "rms" else f", error norm {c.error_norm}"
+        return (
+            f"{c.solver}, rtol={c.rtol:g}, atol={c.atol:g}{norm}, {c.target}, {c.data} data, "
+            f"n={c.n}"
+        )
 
     def point_text(self, rec) -> str:
         if math.isfinite(rec["T_d"]):
@@ -490,6 +501,7 @@ class MultistageSweep(AbstractSweepSpec):
             solver=c.solver,
             rtol=c.rtol,
             atol=c.atol,
+            error_norm=c.error_norm,
             target=c.target,
             data=c.data,
             n=c.n,
@@ -637,6 +649,7 @@ def descent_sweep(
     max_steps: int = 200_000,
     vector_field: str = "autodiff",
     dtype: str = "float64",
+    error_norm: str = "rms",
     batch_size: int = 8,
     scheduler: str | None = None,
     connect_timeout: float = 10.0,
@@ -654,7 +667,7 @@ def descent_sweep(
       seeds '0-2' or '0,1,2'). Widths ≥ 2, α > 1/2, seeds ≥ 0, no duplicates.
     - `target`, `data`, `n`, `solver`, `rtol`, `atol`, `beta`, `n_save`, `margin`,
       `max_steps`, `vector_field` ('autodiff' or 'fused'), `dtype` ('float64' or
-      'float32'): see `SweepConfig`.
+      'float32'), `error_norm` ('rms' or 'max'): see `SweepConfig`.
     - `batch_size`: the most runs per vmapped batch (runs of one width are batched).
     - `scheduler`, `connect_timeout`, `plot` (`OUT/descent_time.png`), `progress`: as in
       `flows._sweep.sweep`.
@@ -677,6 +690,7 @@ def descent_sweep(
         max_steps=max_steps,
         vector_field=vector_field,
         dtype=dtype,
+        error_norm=error_norm,
     )
     spec = MultistageSweep(cfg, batch_size)
     res = run_sweep(
