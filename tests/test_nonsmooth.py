@@ -59,6 +59,18 @@ def test_crossings_located_and_tolerance_met(crossing):
     assert np.all(default.observables["switches"][1:] >= default.observables["switches"][:-1])
 
 
+def test_max_error_norm_meets_the_tolerance_in_every_parameter(crossing):
+    """`error_norm='max'` controls the largest scaled local error component: the run stays
+    within 10 × rtol of the tight reference in every parameter, records its norm, and
+    differs from the RMS-controlled run (another step sequence)."""
+    problem, exact = crossing
+    rms = simulate_nonsmooth(problem(), t1=5.0, n_save=6)
+    mx = simulate_nonsmooth(problem(), t1=5.0, n_save=6, error_norm="max")
+    assert mx.stats.ok and mx.config["error_norm"] == "max" and rms.config["error_norm"] == "rms"
+    assert np.max(np.abs(_theta(mx) - _theta(exact))) < 10 * 1e-6
+    assert mx.stats["steps"] != rms.stats["steps"]
+
+
 def test_crossing_flow_is_the_smoothing_limit(crossing):
     """σ_ε → σ: the smooth flows converge to the event flow, error ∝ ε."""
     problem, exact = crossing
@@ -207,7 +219,8 @@ def test_model_without_kinks_points_to_the_smoothed_path():
 
 def test_bad_settings_are_refused(crossing):
     problem, _ = crossing
-    for kwargs in ({"clock": "bogus"}, {"kink_tol": 0.0}, {"max_sliding": 0}, {"rtol": 2.0}):
+    bad = ({"clock": "bogus"}, {"kink_tol": 0.0}, {"max_sliding": 0}, {"rtol": 2.0})
+    for kwargs in (*bad, {"error_norm": "l2"}):
         with pytest.raises(ConfigError):
             simulate_nonsmooth(problem(), t1=1.0, **kwargs)
 
