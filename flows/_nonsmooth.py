@@ -350,8 +350,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
         def jac_at(lam):
             J = jax.jacfwd(lambda lm: zdot_sliding(theta, pat, lm))(lam)
-            J = jnp.where(on[:, None] & on[None, :], J, eye)
-            return J
+            return jnp.where(on[:, None] & on[None, :], J, eye)
 
         def solve(_):
             lam = jnp.where(jnp.isfinite(warm), warm, lam_mid(pat))
@@ -378,12 +377,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         def proj(_):
             r = z_s(flat)
             Jz = jax.jacrev(z_s)(flat)  # (M, n_params)
-            Jz = jnp.where(on[:, None], Jz, 0.0)
             # damped least squares: dependent (redundant) kink normals are allowed
-            G = Jz @ Jz.T
-            mu = DAMPING**2 * jnp.maximum(jnp.max(jnp.diag(G)), tiny)
-            G = G + jnp.where(on, mu, 1.0) * jnp.eye(M, dtype=dtype)
-            return unravel(flat - Jz.T @ jnp.linalg.solve(G, r))
+            return unravel(flat - _damped_solve(jnp.where(on[:, None], Jz, 0.0), r))
 
         return jax.lax.cond(jnp.any(on), proj, lambda _: theta, None)
 

@@ -340,15 +340,6 @@ def test_deep_relu_net_runs_by_exact_flow_beside_gd(monkeypatch):
     assert len(row) == 1 and row[0].verdict in ("holds", "fails"), row[0]
     assert len(exact) == 1 and exact[0].traj.stats.certificate["ok"]
     assert exact[0].traj.times[-1] == pytest.approx(cfg.deep_t1)
-
-    def stops(*args, **kwargs):
-        raise flows.SolverError("stopped", t_reached=12.5, reason="step size collapsed")
-
-    monkeypatch.setattr(ex.runs, "exact_relu_flow", stops)
-    _, checks_na = ex.deep_runs(cfg, progress=False)
-    row_na = [c for c in checks_na if "exact ReLU flow" in c.claim]
-    assert row_na[0].verdict == "not applicable" and "stopped at t = 12.5" in row_na[0].reason
-    monkeypatch.undo()
     relu = [r for r in runs if r.method == "gd" and "relu" in r.label][0]
     short = dataclasses.replace(cfg, deep_t1=10.0)
 
@@ -371,3 +362,11 @@ def test_deep_relu_net_runs_by_exact_flow_beside_gd(monkeypatch):
         g = train("gd", eta).theta_T
         dist.append(np.max(np.abs(np.concatenate([np.ravel(g[n]) for n in sorted(g)]) - flat)))
     assert dist[1] < dist[0] / 2, dist
+
+    def stops(*args, **kwargs):
+        raise flows.SolverError("stopped", t_reached=12.5, reason="step size collapsed")
+
+    monkeypatch.setattr(ex.runs, "exact_relu_flow", stops)
+    _, checks_na = ex.deep_runs(cfg, progress=False)
+    row_na = [c for c in checks_na if "exact ReLU flow" in c.claim]
+    assert row_na[0].verdict == "not applicable" and "stopped at t = 12.5" in row_na[0].reason
