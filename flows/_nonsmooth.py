@@ -834,6 +834,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             "entries": jnp.sum(entered).astype(jnp.int32),
             "resid": resid,
             "over": over,
+            "need": jnp.maximum(n_near, n_slide).astype(jnp.int32),
             "unresolved": still_bad_m,
             "pair": all_idx[jnp.argmax(all_on)],
         }
@@ -915,7 +916,8 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
         out = jax.lax.while_loop(cond, body, (a, b, fa, fb, jnp.int32(0), jnp.int32(0)))
         return out[1], out[4]
 
-    def run(theta0, ts, pts_mask, t0, t1):
+    def start(theta0, ts, pts_mask, t0, t1):
+        """The loop's initial carry (t0 saved)."""
         y0 = (theta0, jnp.zeros((), dtype), jnp.asarray(t0, dtype))
         pat0 = initial_pattern(theta0)
         counts0 = {
@@ -969,9 +971,13 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             "pair": jnp.int32(-1),
             "unresolved": jnp.int32(0),
             "unresolved_run": jnp.int32(0),
+            "need": jnp.int32(0),
         }
         # t0 is saved before the loop
-        carry = do_saves(carry, lambda tau: carry["y"], jnp.zeros((), dtype), ts, pts_mask)
+        return do_saves(carry, lambda tau: carry["y"], jnp.zeros((), dtype), ts, pts_mask)
+
+    def loop(carry, ts, pts_mask, t1):
+        """Steps from `carry` until every save time is written or the run stops."""
 
         def cond(c):
             return (c["k"] < settings.n_save) & (c["code"] == 0)
@@ -980,6 +986,9 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             return step(c, ts, pts_mask, t1)
 
         return jax.lax.while_loop(cond, body, carry)
+
+    def run(theta0, ts, pts_mask, t0, t1):
+        return loop(start(theta0, ts, pts_mask, t0, t1), ts, pts_mask, t1)
 
     def initial_pattern(theta0):
         piece = jnp.zeros((P,), jnp.int32)
@@ -1126,22 +1135,33 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
                 stuck = unres_run >= UNRESOLVED_RUN
                 code2 = jnp.where(info["over"], 5, jnp.where(storm, 4, jnp.where(stuck, 6, code)))
                 code2 = jnp.where(events >= settings.max_events, 1, code2)
-                return {
-                    **cc,
-                    "s": s + tau_e,
-                    "y": y_e,
-                    "h": jnp.maximum(h * factor, 1e-300),
-                    "jump": jnp.bool_(True),
+                decided = {
                     "pat": pat2,
                     "counts": counts,
                     "events": events,
                     "ring": ring,
+                    "unresolved_run": unres_run.astype(jnp.int32),
+                    "unresolved": cc["unresolved"] + info["unresolved"].astype(jnp.int32),
+                }
+                # more pairs at a kink than slots: the run stops at the event *before* its
+                # decision (pattern and counts as they were), so that a loop with more
+                # slots continues from this state and decides the event in full
+                before = {name: cc[name] for name in decided}
+                kept = jax.tree_util.tree_map(
+                    lambda a, b: jnp.where(info["over"], a, b), before, decided
+                )
+                return {
+                    **cc,
+                    **kept,
+                    "s": s + tau_e,
+                    "y": y_e,
+                    "h": jnp.maximum(h * factor, 1e-300),
+                    "jump": jnp.bool_(True),
                     "code": code2.astype(jnp.int32),
                     "pair": jnp.where(
                         storm | stuck | info["over"], info["pair"], cc["pair"]
                     ).astype(jnp.int32),
-                    "unresolved_run": unres_run.astype(jnp.int32),
-                    "unresolved": cc["unresolved"] + info["unresolved"].astype(jnp.int32),
+                    "need": jnp.where(info["over"], info["need"], 0).astype(jnp.int32),
                 }
 
             def no_event(cc):
@@ -1164,7 +1184,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
 
         return jax.lax.cond(accept, accepted, rejected, None)
 
-    return run
+    return run, loop
 
 
 def _no_observables(problem, theta, t):
@@ -1174,7 +1194,35 @@ def _no_observables(problem, theta, t):
 def _run(dynamic, ts, pts_mask, t0, t1, *, static, settings, layout):
     """The loop for a (traced) problem: closures built per trace, its arrays as arguments."""
     problem = eqx.combine(dynamic, static)
-    return _build(problem, settings, layout)(problem.theta0, ts, pts_mask, t0, t1)
+    return _build(problem, settings, layout)[0](problem.theta0, ts, pts_mask, t0, t1)
+
+
+def _resume(dynamic, carry, ts, pts_mask, t1, *, static, settings, layout):
+    """The loop continued from `carry` (a stopped run's final carry, its slots padded to
+    `settings`' sizes by `_grow_slots`)."""
+    problem = eqx.combine(dynamic, static)
+    carry = {**carry, "code": jnp.int32(0), "pair": jnp.int32(-1)}
+    return _build(problem, settings, layout)[1](carry, ts, pts_mask, t1)
+
+
+def _grow_slots(carry: dict, m_new: int) -> dict:
+    """The carry with its M sliding slots padded to `m_new` empty ones (index 0, kink 0,
+    off, identity Jacobian, λ 0): the slots a run stopped by are kept, in their order."""
+    piece, off, idx, kink, on, J, lam0, kappa = carry["pat"]
+    m = idx.shape[0]
+    extra = m_new - m
+    eye = jnp.eye(m_new, dtype=J.dtype)
+    pat = (
+        piece,
+        off,
+        jnp.pad(idx, (0, extra)),
+        jnp.pad(kink, (0, extra)),
+        jnp.pad(on, (0, extra)),
+        eye.at[:m, :m].set(J),
+        jnp.pad(lam0, (0, extra)),
+        kappa,
+    )
+    return {**carry, "pat": pat}
 
 
 def simulate_nonsmooth(
@@ -1191,8 +1239,9 @@ def simulate_nonsmooth(
     clock: str = "physical",
     max_steps: int = 1_000_000,
     max_events: int = 1_000_000,
-    max_sliding: int = 16,
-    max_candidates: int = 16,
+    max_sliding: int = 128,
+    max_candidates: int = 128,
+    slots: int = 16,
     kink_tol: float = 1e-9,
     storm_window: int = 1000,
     storm_span: float = 1e-9,
@@ -1206,7 +1255,14 @@ def simulate_nonsmooth(
       runs to t ~ 1e8; t is a state, save times are located on the dense output.
     - `max_events`: budget of located switching events.
     - `max_sliding`: most pairs sliding at once (the equivalent control is an M×M Newton
-      solve); `max_candidates`: most non-sliding pairs at a kink at one event.
+      solve); `max_candidates`: most non-sliding pairs at a kink at one event. More stops
+      the run (with `throw`, a `SolverError` naming the bound).
+    - `slots`: the pair slots the loop is compiled with at first (sliding and candidate
+      slots alike, each at most its bound above). Every slot costs at every step and event
+      whether used or not (static shapes), so the run starts small; an event that needs
+      more slots stops the loop *before its decision*, and the run continues from that
+      state with twice the slots (one more compilation; `stats.extra["slot_growth"]`
+      records when and to what), up to the bounds.
     - `kink_tol`: a pair is "on the kink" when |z − c| ≤ kink_tol × (RMS of its layer's z).
     - `storm_window`, `storm_span`: an event storm — `storm_window` switching events
       within a time span ≤ `storm_span`·max(1, t) (chattering that sliding should have
@@ -1244,12 +1300,14 @@ def simulate_nonsmooth(
     max_events = as_int("max_events", max_events, minimum=1)
     max_sliding = as_int("max_sliding", max_sliding, minimum=1)
     max_candidates = as_int("max_candidates", max_candidates, minimum=1)
+    slots = as_int("slots", slots, minimum=1)
     storm_window = as_int("storm_window", storm_window, minimum=2)
     kink_tol = as_float("kink_tol", kink_tol, positive=True)
     storm_span = as_float("storm_span", storm_span, positive=True)
     error_norm = check_error_norm(error_norm)
     layout = _layout(problem)
     max_candidates = min(max_candidates, layout.size)
+    max_sliding = min(max_sliding, layout.size)
     ts = save_times(t0, t1, ts, n_save)
     if ts[-1] < t1:
         ts = np.append(ts, t1)
@@ -1261,8 +1319,8 @@ def simulate_nonsmooth(
         clock=clock,
         max_steps=max_steps,
         max_events=max_events,
-        max_sliding=max_sliding,
-        max_candidates=max_candidates,
+        max_sliding=min(slots, max_sliding),
+        max_candidates=min(slots, max_candidates),
         kink_tol=kink_tol,
         storm_window=storm_window,
         storm_span=storm_span,
@@ -1276,29 +1334,53 @@ def simulate_nonsmooth(
     dynamic, static = eqx.partition(problem, eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(dynamic)
     s_leaves, s_def = jax.tree_util.tree_flatten(static)
-    key = (settings, treedef, s_def, tuple(s_leaves), tuple((v.shape, v.dtype) for v in leaves))
-    args = (
-        dynamic,
-        jnp.asarray(ts, problem.dtype),
-        jnp.asarray(pts_mask),
-        jnp.asarray(t0, problem.dtype),
-        jnp.asarray(t1, problem.dtype),
-    )
+    structure = (treedef, s_def, tuple(s_leaves), tuple((v.shape, v.dtype) for v in leaves))
+    ts_j, mask_j = jnp.asarray(ts, problem.dtype), jnp.asarray(pts_mask)
+    t0_j, t1_j = jnp.asarray(t0, problem.dtype), jnp.asarray(t1, problem.dtype)
+
+    def compiled_for(kind, fn, settings, *args):
+        key = (kind, settings, structure)
+        if key not in _CACHE:
+            jitted = jax.jit(functools.partial(fn, static=static, settings=settings, layout=layout))
+            if len(_CACHE) >= 16:
+                _CACHE.pop(next(iter(_CACHE)))
+            _CACHE[key] = jitted.lower(*args).compile()
+        return _CACHE[key]
+
     start = time.perf_counter()
-    entry = _CACHE.get(key)
-    if entry is None:
-        compiled = jax.jit(functools.partial(_run, static=static, settings=settings, layout=layout))
-        compiled = compiled.lower(*args).compile()
-        if len(_CACHE) >= 16:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = (compiled,)
-    else:
-        compiled = entry[0]
+    args = (dynamic, ts_j, mask_j, t0_j, t1_j)
+    compiled = compiled_for("run", _run, settings, *args)
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
-    out = compiled(*args)
-    jax.block_until_ready(out)
+    out = jax.block_until_ready(compiled(*args))
     wall_s = time.perf_counter() - start
+    growth = []
+    # slots ran out (code 5): continue from the event with twice the slots (or the power of
+    # two the event needs: pairs at a kink there, sliding before it), up to the bounds
+    while int(out["code"]) == 5 and (
+        settings.max_sliding < max_sliding or settings.max_candidates < max_candidates
+    ):
+        need = 1 << max(int(out["need"]) - 1, 0).bit_length()
+        settings = dataclasses.replace(
+            settings,
+            max_sliding=min(max(2 * settings.max_sliding, need), max_sliding),
+            max_candidates=min(max(2 * settings.max_candidates, need), max_candidates),
+        )
+        growth.append(
+            {
+                "t": float(out["y"][2]),
+                "max_sliding": settings.max_sliding,
+                "max_candidates": settings.max_candidates,
+            }
+        )
+        carry = _grow_slots(out, settings.max_sliding)
+        args = (dynamic, carry, ts_j, mask_j, t1_j)
+        start = time.perf_counter()
+        compiled = compiled_for("resume", _resume, settings, *args)
+        compile_s += time.perf_counter() - start
+        start = time.perf_counter()
+        out = jax.block_until_ready(compiled(*args))
+        wall_s += time.perf_counter() - start
     k = int(out["k"])
     code = int(out["code"])
     t_reached = float(out["y"][2])
@@ -1337,6 +1419,7 @@ def simulate_nonsmooth(
         "max_pattern_mismatch": float(np.max(obs["pattern_mismatch"])) if k else 0.0,
         "unresolved_events": int(out["unresolved"]),
         "pairs": layout.size,
+        "slot_growth": growth,
     }
     stats = SolveStats(
         result=result,
@@ -1362,6 +1445,7 @@ def simulate_nonsmooth(
             "kink_tol": kink_tol,
             "max_sliding": max_sliding,
             "max_candidates": max_candidates,
+            "slots": slots,
             "max_events": max_events,
             "storm_window": storm_window,
             "storm_span": storm_span,

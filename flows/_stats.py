@@ -87,7 +87,8 @@ class SolveStats(Mapping):
       integrated), `batch_wall_s`, `batch_size` (batched solves): None where they do not
       apply.
     - `extra`: the solver's own counts (RKC2: `jvp_evals`, `spectral_radius`,
-      `last_stages`, `nonstiff_steps`).
+      `last_stages`, `nonstiff_steps`; the non-smooth flow: `events`, `crossings`, …, and
+      `slot_growth`, a list of {t, max_sliding, max_candidates}), JSON-serializable.
     - `certificate`: the energy-identity certificate of a flow (`certificate`), or None.
 
     **Mapping view:** `stats[key]` reads the JSON form (`to_dict`): the keys above that
@@ -112,7 +113,7 @@ class SolveStats(Mapping):
     segments: int | None = None
     batch_wall_s: float | None = None
     batch_size: int | None = None
-    extra: Mapping[str, int | float] = dataclasses.field(default_factory=dict)
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     certificate: Mapping[str, Any] | None = None
 
     def __post_init__(self):

@@ -8,12 +8,14 @@ by an ordinary (smooth) solver as ε → 0, an independent path through diffrax'
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import xarray as xr
 
 import flows
 from flows import ConfigError, SolverError
@@ -219,7 +221,7 @@ def test_model_without_kinks_points_to_the_smoothed_path():
 
 def test_bad_settings_are_refused(crossing):
     problem, _ = crossing
-    bad = ({"clock": "bogus"}, {"kink_tol": 0.0}, {"max_sliding": 0}, {"rtol": 2.0})
+    bad = ({"clock": "bogus"}, {"kink_tol": 0.0}, {"max_sliding": 0}, {"slots": 0}, {"rtol": 2.0})
     for kwargs in (*bad, {"error_norm": "l2"}):
         with pytest.raises(ConfigError):
             simulate_nonsmooth(problem(), t1=1.0, **kwargs)
@@ -404,3 +406,31 @@ def test_dead_sample_holds_the_next_layer_on_its_kinks():
     assert dead.any()
     z2 = np.maximum(z1, 0.0) @ V2.T
     assert np.max(np.abs(z2[dead])) <= 1e-12 * np.sqrt(np.mean(z2**2))
+
+
+def test_slots_grow_from_where_the_run_ran_out(tmp_path):
+    """With fewer slots than pairs at a kink at once (8 at t = 2.095 on this net) the loop
+    stops at that event before deciding it and the run continues from there with enough
+    slots: the same events and switches as a run compiled with enough slots from the
+    start, and θ(20) equal to far below rtol (the continuation repeats one step). Up to a
+    bound (`max_candidates`) it grows; at the bound the run stops and names it."""
+    pb = _dead_sample_problem()
+    kw = dict(t1=20.0, n_save=3, save_params="ends", rtol=1e-6, atol=1e-9)
+    full = simulate_nonsmooth(pb, slots=16, **kw)
+    grown = simulate_nonsmooth(pb, slots=2, **kw)
+    assert full.stats["slot_growth"] == []
+    (growth,) = grown.stats["slot_growth"]
+    assert growth["max_candidates"] == 8 and 2.0 < growth["t"] < 2.2
+    assert grown.stats.ok and grown.stats.certificate["ok"]
+    for key in ("events", "crossings", "switches", "sliding_entries"):
+        assert grown.stats[key] == full.stats[key], key
+    a, b = _theta(grown), _theta(full)
+    assert np.linalg.norm(a - b) <= 0.1 * 1e-6 * np.linalg.norm(b)
+    assert grown.config["solver_settings"]["slots"] == 2
+    # the growth is saved with the trajectory
+    saved = xr.open_dataset(grown.save(tmp_path / "grown.nc"), engine="h5netcdf")
+    assert json.loads(saved.attrs["stats"])["slot_growth"] == [growth]
+    saved.close()
+    with pytest.raises(SolverError, match="max_candidates = 2") as info:
+        simulate_nonsmooth(pb, slots=2, max_candidates=2, **kw)  # the same compilation
+    assert info.value.t_reached == pytest.approx(growth["t"])
