@@ -249,7 +249,10 @@ def test_loss_clock_reaches_late_times():
     # late phase of a separable logistic problem: L ~ 1/t
     assert tr.loss[-1] < 1e-4 and np.all(np.diff(tr.loss) <= 0)
     ref = simulate_nonsmooth(pb, t1=1e6, ts=ts, clock="loss", rtol=1e-10, atol=1e-13)
-    np.testing.assert_allclose(tr.loss, ref.loss, rtol=1e-4)
+    # within 10 × rtol of the tight reference, relative to the loss (L ~ 1/t late, so the
+    # loss at a save time is as accurate as t itself: with t's error relative to t, not to
+    # each step's increment, this was 14 × rtol here; now 5.4 ×)
+    np.testing.assert_allclose(tr.loss, ref.loss, rtol=10 * 1e-6)
 
 
 # keep equinox imported for the AbstractModel subclass's field machinery
