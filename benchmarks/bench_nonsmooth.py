@@ -1,7 +1,7 @@
 """Benchmark: the exact flow through ReLU-family kinks (`flows.simulate_nonsmooth`) against
 independent references, the smooth solver run through the kinks, and gradient descent.
 
-One process, three problems, each run once to compile and then timed:
+One process, four problems (a fifth alone), each run once to compile and then timed:
 
 1. linear-teacher, large init (k = 10, α = 0.1, init 1, 2-D symmetric Gaussians, n = 100),
    loss clock to t = 1e8: the event flow at rtol 1e-6 and the plain Tsit5 flow through the
@@ -9,11 +9,13 @@ One process, three problems, each run once to compile and then timed:
 2. outlier data (App. J, k = 10, init 1e-4, 60 points + outlier), loss clock to t = 1e5:
    the same three, the plain flow with a step budget (it stalls in the sliding mode).
 3. deep ReLU net (depth 4, width 16, output bias, δ = 1e-3) on 8×8 digits (10 per class),
-   to t = `--deep-t1` (default 5; the exact flow of this net meets an unresolved
-   multi-surface chattering near t ≈ 10–35, see the README): the event flow at rtol
+   to t = `--deep-t1` (default 5; its full horizon is case 4): the event flow at rtol
    1e-3 … 1e-6 and GD at η = 0.05, 0.0125, 0.003125, all against the event flow at rtol
    1e-10: error in θ, evaluations, wall.
-4. the bias-plateau check's deep ReLU net (same shape, §4 data) to its horizon
+4. (`--only-digits`, into `nonsmooth_digits.*`) the same net to the check's horizon
+   t = `--digits-t1` (80): event flow at rtol 1e-6 and GD at the three η against the event
+   flow at rtol 1e-9, both in the max norm, θ saved at 41 times.
+5. the bias-plateau check's deep ReLU net (same shape, §4 data) to its horizon
    t = `--synthetic-t1` (150): the event flow at rtol 1e-6 and 1e-7 (the step size
    controlled in the RMS and in the max norm), GD at the same three
    η and the smoothed net σ_ε (`--eps`, Kvaerno5 rtol 1e-9) against the event flow at
@@ -24,6 +26,7 @@ over save times of |ΔL| / L. Writes
 `benchmarks/results/nonsmooth.md` and `.json`.
 
     python benchmarks/bench_nonsmooth.py [--deep-t1 5] [--synthetic-t1 150] [--eps 1e-2,1e-3]
+        [--skip-synthetic] [--only-synthetic] [--only-digits [--digits-t1 80]]
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ def teacher_case(name, data, init, t1):
     model = LeakyReLUNet(k=10, d=2, slope=0.1, init_scale=init)
     pb = flows.make_problem(model, data.train, key=0, loss_fn=flows.logistic)
     ts = flows.log_save_times(t1, 41, first=0.1)
-    kw = dict(t1=t1, ts=ts, clock="loss")
+    kw = dict(t1=t1, ts=ts, clock="loss", save_params="all")
     ref = flows.simulate_nonsmooth(pb, rtol=1e-9, atol=1e-12, **kw)
     rows = []
     tr, wall = timed(lambda: flows.simulate_nonsmooth(pb, rtol=1e-6, atol=1e-9, **kw))
@@ -144,7 +147,7 @@ def synthetic_deep_case(t1: float, eps: tuple[float, ...]) -> list[dict]:
     data = synthetic_deep_data(cfg, cfg.seed)
     model = DeepFCN(d=data.d, k=cfg.k, depth=4, width=16, activation="relu", delta=1e-3)
     pb = flows.make_problem(model, data, key=cfg.seed, loss_fn=bp.class_sum_cross_entropy)
-    kinks = dict(max_sliding=RELU_MAX_KINKS, max_candidates=RELU_MAX_KINKS)
+    kinks = dict(slots=RELU_MAX_KINKS)
 
     def event(rtol, t, norm="rms"):
         return flows.simulate_nonsmooth(
@@ -201,6 +204,52 @@ def synthetic_deep_case(t1: float, eps: tuple[float, ...]) -> list[dict]:
     return rows
 
 
+def digits_deep_case(t1: float) -> list[dict]:
+    """The deep ReLU net of case 3 (digits, depth 4, width 16) to the check's horizon
+    (`digits_t1` = 80), as the bias-plateau experiment runs it (`exact_relu_flow`: max
+    norm, 32 pair slots to start with, doubled when more pairs meet a kink at once): the
+    event flow at rtol 1e-6 and GD at three η against the same flow at rtol 1e-9, θ saved
+    at 41 times. Event-flow wall excludes compilation (`stats.wall_s`; the slots grow
+    mid-run, a second compilation)."""
+    from flows.experiments.bias_plateau.config import Config
+    from flows.experiments.bias_plateau.runs import RELU_MAX_KINKS
+
+    cfg = Config()
+    data = bp.digits_data("train", n_per_class=cfg.digits_n_per_class)
+    model = DeepFCN(d=data.d, k=10, depth=4, width=16, activation="relu", delta=cfg.deep_delta)
+    pb = flows.make_problem(model, data, key=cfg.seed, loss_fn=bp.class_sum_cross_entropy)
+
+    def event(rtol):
+        return flows.simulate_nonsmooth(
+            pb,
+            t1=t1,
+            n_save=41,
+            rtol=rtol,
+            atol=rtol * 1e-3,
+            throw=False,
+            save_params="all",
+            error_norm="max",
+            slots=RELU_MAX_KINKS,
+        )
+
+    ref = event(1e-9)
+    assert ref.stats.ok, f"reference failed: {ref.stats.reason}"
+    name = f"deep ReLU digits to t = {t1:g}"
+    tr = event(1e-6)
+    rows = [row(f"{name}: event flow, rtol 1e-6, max norm", tr, tr.stats.wall_s, ref)]
+    rows[-1]["slot_growth"] = tr.stats["slot_growth"]
+    print(rows[-1], flush=True)
+    for eta in (0.05, 0.0125, 0.003125):
+        tr, wall = timed(
+            lambda e=eta: flows.gradient_descent(
+                pb, learning_rate=e, t1=t1, n_save=41, save_params="all"
+            )
+        )
+        rows.append(row(f"{name}: GD η = {eta:g}", tr, wall, ref))
+        print(rows[-1], flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--deep-t1", type=float, default=5.0)
@@ -209,9 +258,17 @@ def main() -> None:
     )
     ap.add_argument("--eps", default="1e-2,1e-3", help="smoothing ε values ('' for none)")
     ap.add_argument("--only-synthetic", action="store_true", help="run the §4 deep ReLU case alone")
+    ap.add_argument("--digits-t1", type=float, default=80.0, help="the digits net's horizon")
+    ap.add_argument(
+        "--only-digits", action="store_true", help="run the digits net to its horizon alone"
+    )
+    ap.add_argument("--skip-synthetic", action="store_true", help="leave out the §4 deep ReLU case")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "nonsmooth"))
     args = ap.parse_args()
     eps = tuple(float(e) for e in args.eps.split(",") if e.strip())
+    if args.only_digits:
+        write(digits_deep_case(args.digits_t1), Path(args.out + "_digits"))
+        return
     if args.only_synthetic:
         write(synthetic_deep_case(args.synthetic_t1, eps), Path(args.out + "_synthetic"))
         return
@@ -227,7 +284,8 @@ def main() -> None:
     for r in deep:
         print(r, flush=True)
     rows += deep
-    rows += synthetic_deep_case(args.synthetic_t1, eps)
+    if not args.skip_synthetic:
+        rows += synthetic_deep_case(args.synthetic_t1, eps)
     write(rows, Path(args.out))
 
 
@@ -240,8 +298,9 @@ def write(rows: list[dict], out: Path) -> None:
         "# Exact flow through kinks: event flow vs Tsit5 through the kinks vs GD",
         "",
         f"{meta['machine']}; errors against the event flow at a 1000× tighter rtol "
-        "(linear teacher), rtol 1e-10 (deep ReLU, digits) or rtol 1e-9 (deep ReLU, §4 "
-        "data, to the bias-plateau check's horizon).",
+        "(linear teacher), rtol 1e-10 (deep ReLU, digits, to t = 5) or rtol 1e-9 (deep "
+        "ReLU, §4 data and digits, to the bias-plateau check's horizons). Walls exclude "
+        "compilation; measured on a shared 2-core machine (other jobs running).",
         "",
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),
