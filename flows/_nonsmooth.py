@@ -834,7 +834,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             "entries": jnp.sum(entered).astype(jnp.int32),
             "resid": resid,
             "over": over,
-            "need": jnp.maximum(n_near, n_slide).astype(jnp.int32),
+            "need": jnp.stack([n_near, n_slide]).astype(jnp.int32),
             "unresolved": still_bad_m,
             "pair": all_idx[jnp.argmax(all_on)],
         }
@@ -984,7 +984,7 @@ def _build(problem: Problem, settings: _Settings, layout: _Layout):  # noqa: C90
             "pair": jnp.int32(-1),
             "unresolved": jnp.int32(0),
             "unresolved_run": jnp.int32(0),
-            "need": jnp.int32(0),
+            "need": jnp.zeros((2,), jnp.int32),
         }
         # t0 is saved before the loop
         return do_saves(carry, lambda tau: carry["y"], jnp.zeros((), dtype), ts, pts_mask)
@@ -1370,16 +1370,28 @@ def simulate_nonsmooth(
     out = jax.block_until_ready(compiled(*args))
     wall_s = time.perf_counter() - start
     growth = []
-    # slots ran out (code 5): continue from the event with twice the slots (or the power of
-    # two the event needs: pairs at a kink there, sliding before it), up to the bounds
-    while int(out["code"]) == 5 and (
-        settings.max_sliding < max_sliding or settings.max_candidates < max_candidates
-    ):
-        need = 1 << max(int(out["need"]) - 1, 0).bit_length()
+    # slots ran out (code 5): continue from the event with twice the slots that ran out (or
+    # the power of two the event needs), unless one that ran out is at its bound
+    while int(out["code"]) == 5:
+        n_near, n_slide = (int(v) for v in out["need"])
+        grow_c = n_near > settings.max_candidates
+        grow_m = n_slide > settings.max_sliding
+        if (grow_c and settings.max_candidates >= max_candidates) or (
+            grow_m and settings.max_sliding >= max_sliding
+        ):
+            break
+
+        def grown(now, need, bound):
+            return min(max(2 * now, 1 << max(need - 1, 0).bit_length()), bound)
+
         settings = dataclasses.replace(
             settings,
-            max_sliding=min(max(2 * settings.max_sliding, need), max_sliding),
-            max_candidates=min(max(2 * settings.max_candidates, need), max_candidates),
+            max_sliding=grown(settings.max_sliding, n_slide, max_sliding)
+            if grow_m
+            else settings.max_sliding,
+            max_candidates=grown(settings.max_candidates, n_near, max_candidates)
+            if grow_c
+            else settings.max_candidates,
         )
         growth.append(
             {

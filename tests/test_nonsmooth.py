@@ -412,28 +412,37 @@ def test_dead_sample_holds_the_next_layer_on_its_kinks():
 
 
 def test_slots_grow_from_where_the_run_ran_out(tmp_path):
-    """With fewer slots than pairs at a kink at once (8 at t = 2.095 on this net) the loop
-    stops at that event before deciding it and the run continues from there with enough
-    slots: the same events and switches as a run compiled with enough slots from the
-    start, and θ(20) equal to far below rtol (the continuation repeats one step). Up to a
-    bound (`max_candidates`) it grows; at the bound the run stops and names it."""
-    pb = _dead_sample_problem()
-    kw = dict(t1=20.0, n_save=3, save_params="ends", rtol=1e-6, atol=1e-9)
+    """Outlier data (App. J): the 10 u-neurons enter sliding on the outlier's kink one by
+    one near t = 1.49. With fewer slots than that the loop stops at the event that needs
+    more, before deciding it, and the run continues from there with twice the slots of
+    the kind that ran out —
+    the sliding pairs' slots (index, kink, λ, Jacobian) carried over: the same events,
+    crossings, switches and sliding entries as a run compiled with enough slots from the
+    start, and θ equal to far below rtol (each continuation repeats a step). Up to a bound
+    it grows; at the bound the run stops and names it."""
+    data = antipodal_with_outlier(60, 2, outlier=np.asarray((-1.0, 3.0)))
+    model = LeakyReLUNet(k=10, d=2, slope=0.1, init_scale=1e-4)
+    pb = flows.make_problem(model, data.train, key=0, loss_fn=logistic)
+    kw = dict(t1=1e4, ts=flows.log_save_times(1e4, 9, first=0.1), clock="loss")
     full = simulate_nonsmooth(pb, slots=16, **kw)
-    grown = simulate_nonsmooth(pb, slots=2, **kw)
+    grown = simulate_nonsmooth(pb, slots=8, **kw)
     assert full.stats["slot_growth"] == []
-    (growth,) = grown.stats["slot_growth"]
-    assert growth["max_candidates"] == 8 and 2.0 < growth["t"] < 2.2
+    assert np.max(full.observables["sliding_pairs"]) == 10  # the case is exercised
+    # sliding slots first (t = 1.49), candidate slots later (more than 8 pairs meet the
+    # outlier's kink at once near t = 800)
+    growth = grown.stats["slot_growth"]
+    assert growth[0]["max_sliding"] == 16 and 1.4 < growth[0]["t"] < 1.6
+    assert growth[-1] == {**growth[-1], "max_sliding": 16, "max_candidates": 16}
     assert grown.stats.ok and grown.stats.certificate["ok"]
     for key in ("events", "crossings", "switches", "sliding_entries"):
         assert grown.stats[key] == full.stats[key], key
     a, b = _theta(grown), _theta(full)
-    assert np.linalg.norm(a - b) <= 0.1 * 1e-6 * np.linalg.norm(b)
-    assert grown.config["solver_settings"]["slots"] == 2
+    assert np.max(np.abs(a - b)) <= 0.1 * 1e-6 * np.max(np.abs(b))
+    assert grown.config["solver_settings"]["slots"] == 8
     # the growth is saved with the trajectory
     saved = xr.open_dataset(grown.save(tmp_path / "grown.nc"), engine="h5netcdf")
-    assert json.loads(saved.attrs["stats"])["slot_growth"] == [growth]
+    assert json.loads(saved.attrs["stats"])["slot_growth"] == growth
     saved.close()
-    with pytest.raises(SolverError, match="max_candidates = 2") as info:
-        simulate_nonsmooth(pb, slots=2, max_candidates=2, **kw)  # the same compilation
-    assert info.value.t_reached == pytest.approx(growth["t"])
+    with pytest.raises(SolverError, match="max_sliding = 8") as info:
+        simulate_nonsmooth(pb, slots=8, max_sliding=8, **kw)  # the same compilation
+    assert info.value.t_reached == pytest.approx(growth[0]["t"])
