@@ -1219,8 +1219,9 @@ def _resume(dynamic, carry, ts, pts_mask, t1, *, static, settings, layout):
 
 
 def _grow_slots(carry: dict, m_new: int) -> dict:
-    """The carry with its M sliding slots padded to `m_new` empty ones (index 0, kink 0,
-    off, identity Jacobian, λ 0): the slots a run stopped by are kept, in their order."""
+    """The carry with its M sliding slots padded to `m_new` with empty ones (index 0,
+    kink 0, not on, identity Jacobian block, λ 0); the occupied slots are kept, in order.
+    Candidate slots live only inside each event's decision: nothing to pad."""
     piece, off, idx, kink, on, J, lam0, kappa = carry["pat"]
     m = idx.shape[0]
     extra = m_new - m
@@ -1276,8 +1277,9 @@ def simulate_nonsmooth(
       slots alike, each at most its bound above). Every slot costs at every step and event
       whether used or not (static shapes), so the run starts small; an event that needs
       more slots stops the loop *before its decision*, and the run continues from that
-      state with twice the slots (one more compilation; `stats.extra["slot_growth"]`
-      records when and to what), up to the bounds.
+      state with twice the slots of the kind that ran out, sliding or candidate (one more
+      compilation; `stats.extra["slot_growth"]` records when and to what), up to the
+      bounds.
     - `kink_tol`: a pair is "on the kink" when |z − c| ≤ kink_tol × (RMS of its layer's z).
     - `storm_window`, `storm_span`: an event storm — `storm_window` switching events
       within a time span ≤ `storm_span`·max(1, t) (chattering that sliding should have
