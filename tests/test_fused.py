@@ -37,6 +37,8 @@ def test_fused_gradient_equals_autodiff(activation, bias, m, d):
         la, ga = fused.loss_and_grad(theta)
         assert float(la) == pytest.approx(float(auto.loss(theta)), rel=1e-14)
         assert_tree_allclose(ga, g, rtol=1e-12, atol=tol)
+        # the blocked forward pass that a fused problem records as its loss
+        assert float(fused.loss(theta)) == pytest.approx(float(auto.loss(theta)), rel=1e-14)
 
 
 @pytest.mark.parametrize("rows", [1, 5, 36, 37, 64])
@@ -47,6 +49,7 @@ def test_fused_blocks_and_padding(monkeypatch, rows, bias):
 
     m = 7
     monkeypatch.setattr(two_layer, "BLOCK_BYTES", 8 * m * rows)
+    monkeypatch.setattr(two_layer, "MIN_BLOCK_ROWS", 1)  # blocks of 1 and 5 rows too
     assert two_layer.block_rows(m) == rows
     auto, fused = _problems(m, 3, "tanh", bias)
     theta = jax.tree_util.tree_map(lambda v: 30.0 * v, auto.theta0)
@@ -54,6 +57,7 @@ def test_fused_blocks_and_padding(monkeypatch, rows, bias):
     tol = 1e-13 * max(float(jnp.max(jnp.abs(v))) for v in jax.tree_util.tree_leaves(g))
     la, ga = fused.loss_and_grad(theta)
     assert float(la) == pytest.approx(float(auto.loss(theta)), rel=1e-13)
+    assert float(fused.loss(theta)) == pytest.approx(float(auto.loss(theta)), rel=1e-13)
     assert_tree_allclose(ga, g, rtol=1e-12, atol=tol)
     assert_tree_allclose(fused.grad(theta), g, rtol=1e-12, atol=tol)
 
@@ -81,13 +85,21 @@ def test_fused_blocks_follow_the_dtype(monkeypatch):
     import flows.models.two_layer as two_layer
 
     m, n = 7, 37
-    monkeypatch.setattr(two_layer, "BLOCK_BYTES", 8 * m * 5)  # float64: 5 rows, float32: 10
-    assert two_layer.block_rows(m, 8) == 5 and two_layer.block_rows(m, 4) == 10
+    monkeypatch.setattr(two_layer, "BLOCK_BYTES", 8 * m * 9)  # float64: 9 rows, float32: 18
+    assert two_layer.block_rows(m, 8) == 9 and two_layer.block_rows(m, 4) == 18
     _, f64 = _problems(m, 3, "tanh", False)
     _, f32 = _problems(m, 3, "tanh", False, dtype="float32")
     assert f32.x.dtype == jnp.float32 and f32.x.shape[0] == n
-    assert _scan_lengths(f64.grad, f64.theta0) == [-(-n // 5)]  # 8 blocks
-    assert _scan_lengths(f32.grad, f32.theta0) == [-(-n // 10)]  # 4 blocks
+    assert _scan_lengths(f64.grad, f64.theta0) == [-(-n // 9)]  # 5 blocks
+    assert _scan_lengths(f32.grad, f32.theta0) == [-(-n // 18)]  # 3 blocks
+    # the loss (recorded at every save time) runs in the same blocks, not over n×m at once
+    assert _scan_lengths(f64.loss, f64.theta0) == [-(-n // 9)]
+    assert _scan_lengths(f32.loss, f32.theta0) == [-(-n // 18)]
+    # however wide the net, a block holds at least MIN_BLOCK_ROWS samples (thinner blocks
+    # were 2× slower at m = 10⁵)
+    monkeypatch.setattr(two_layer, "BLOCK_BYTES", 1)
+    assert two_layer.block_rows(10**6, 8) == two_layer.MIN_BLOCK_ROWS == 8
+    assert _scan_lengths(f64.grad, f64.theta0) == [-(-n // 8)]
     # and the float32 blocks still give the float32 autodiff gradient
     auto32, _ = _problems(m, 3, "tanh", False, dtype="float32")
     g, gf = auto32.grad(auto32.theta0), f32.grad(f32.theta0)
