@@ -240,29 +240,35 @@ class FlowSettings:
     error_norm: str = "rms"
 
 
-#: Power iterations (Hessian-vector products) behind the toolkit's first step; with the two
-#: field evaluations of the step rule, `FIRST_STEP_EVALS` evaluations, reported apart as
-#: `stats.extra["first_step_evals"]` (not in `stats.vf_evals`, which counts the solver's).
+#: Power iterations (Hessian-vector products) behind the toolkit's first step of a classical
+#: explicit solver; with the two field evaluations of the step rule, `FIRST_STEP_EVALS`
+#: evaluations, reported apart as `stats.extra["first_step_evals"]` (not in
+#: `stats.vf_evals`, which counts the solver's).
 FIRST_STEP_POWER_ITERS = 20
 FIRST_STEP_EVALS = FIRST_STEP_POWER_ITERS + 2
 
 
 def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1):
     """(first step, ρ at θ(0)) in clock units: `settings.dt0` when given (ρ then NaN, not
-    measured), else the toolkit's choice (`flows._solvers.initial_step`) from ρ — 20
-    Hessian-vector products at θ(0) — and the tolerances, capped by the stability bound
-    of a classical explicit solver. diffrax 0.7 would start every wrapped-term solve at
-    0.01 (its own heuristic only sees an unwrapped `ODETerm`)."""
+    measured), else the toolkit's choice (`flows._solvers.initial_step`) from the
+    tolerances, capped by the stability bound of a classical explicit solver — for which
+    ρ is measured by 20 Hessian-vector products at θ(0). Stabilized and implicit solvers
+    have no such bound (ρ NaN, not measured: RKC2 and ESERK4 estimate their own). diffrax
+    0.7 would start every wrapped-term solve at 0.01 (its own heuristic only sees an
+    unwrapped `ODETerm`)."""
     fdt = problem.dtype
     if settings.dt0 is not None:
         return jnp.asarray(settings.dt0, fdt), jnp.asarray(jnp.nan, fdt)
     e0 = y0[1]
-    rho = spectral_radius(
-        lambda th: vector_field(t0, (th, e0), problem)[0], y0[0], FIRST_STEP_POWER_ITERS
-    )
     explicit_classic = not isinstance(
         solver, AbstractStabilizedSolver | diffrax.AbstractImplicitSolver
     )
+    if explicit_classic:
+        rho = spectral_radius(
+            lambda th: vector_field(t0, (th, e0), problem)[0], y0[0], FIRST_STEP_POWER_ITERS
+        )
+    else:  # unused by the rule without a stability cap: 20 HVPs saved
+        rho = jnp.asarray(jnp.nan, jnp.result_type(float))
     order = solver.order(diffrax.ODETerm(vector_field)) or 1
     # θ only: the energy E starts at 0 with only atol as its scale, which would make the
     # first step needlessly tiny (the controller then spends steps growing it)
@@ -464,9 +470,9 @@ def simulate(
       observable `s` records the clock; no `stop`, no `dt0`, explicit solvers only; see
       `flows.LossClock`). Save times stay physical.
     - `max_steps`: solver step budget. `dt0`: initial step (None: chosen by the toolkit
-      from ρ(θ(0)) and the tolerances, `flows._solvers.initial_step`; recorded as
-      `stats.extra["dt0"]`, with `rho0` and `first_step_evals` — 22 evaluations, not in
-      `vf_evals`).
+      from the tolerances, and for Tsit5/Dopri from ρ(θ(0)), `flows._solvers.initial_step`;
+      recorded as `stats.extra["dt0"]`, with `first_step_evals` — 22 evaluations with the
+      ρ measurement (then `rho0`), 2 without — not in `vf_evals`).
     - `progress`: print a progress meter. `count_evals`: how to count vector-field calls:
       'auto' (default) from the step count for Tsit5, Dopri5, Dopri8 (`EVALS_PER_STEP`), from
       the solver's own count for RKC2 (exact on accepted steps; evaluations of rejected
@@ -608,8 +614,10 @@ def simulate(
     dt0_used, rho0 = (float(np.asarray(v).reshape(-1)[0]) for v in sol.ys[-1])
     extra["dt0"] = dt0_used  # first step (clock units), the toolkit's when dt0=None
     if dt0 is None:
-        extra["rho0"] = rho0  # power-iteration estimate of ρ(∇²L(θ(0))) (clock units)
-        extra["first_step_evals"] = FIRST_STEP_EVALS  # its HVPs and 2 field evaluations
+        if math.isfinite(rho0):  # measured for the classical explicit solvers only
+            extra["rho0"] = rho0  # power-iteration estimate of ρ(∇²L(θ(0))) (clock units)
+        # its HVPs (if any) and 2 field evaluations
+        extra["first_step_evals"] = FIRST_STEP_EVALS if math.isfinite(rho0) else 2
     if auto is not None:
         extra["auto_rho"] = auto["rho"]
         extra["auto_rho_span"] = auto["rho_span"]

@@ -42,3 +42,33 @@ def test_first_step_is_chosen_from_the_spectral_radius():
     assert ref.stats.ok
     a, b = tr.param("t")[-1], ref.param("t")[-1]
     assert np.max(np.abs(a - b)) <= 1e-4 * np.max(np.abs(b))
+    assert tr.stats["first_step_evals"] == 22  # 20 power iterations + 2 field evaluations
+
+
+def test_stabilized_and_implicit_first_steps_measure_no_spectral_radius():
+    """ρ(θ(0)) only caps the first step of a classical explicit solver; RKC2, ESERK4 and the
+    implicit solvers start without that cap, so `simulate` no longer spends the 20
+    Hessian-vector products on it (RKC2 and ESERK4 estimate ρ themselves): `rho0` absent,
+    2 first-step evaluations. Their first step is the one the rule gives without a cap."""
+    import diffrax
+
+    from flows._solvers import initial_step, make_solver
+
+    prob = _quartic_problem()
+    th0 = prob.theta0
+    for name in ("rkc", "eserk4", "kvaerno5"):
+        tr = flows.simulate(prob, solver=name, t1=0.01, rtol=1e-6, atol=1e-9, n_save=2)
+        assert tr.stats.ok
+        assert "rho0" not in tr.stats.extra and tr.stats["first_step_evals"] == 2, name
+        h = initial_step(
+            lambda t, th: {"t": -prob.grad(th)["t"]},
+            0.0,
+            th0,
+            rtol=1e-6,
+            atol=1e-9,
+            order=make_solver(name, 1e-6, 1e-9).order(diffrax.ODETerm(lambda t, y, a: y)) or 1,
+            rho=float("nan"),
+            stability=None,
+            span=0.01,
+        )
+        assert tr.stats["dt0"] == float(h), name
