@@ -27,13 +27,21 @@ import optimistix as optx
 __all__ = ["HessianCG", "is_matrix_free", "matrix_free_kvaerno5", "newton_kvaerno5"]
 
 
+#: CG iterations per Newton system in 'kvaerno5-cg'. A system that CG has not solved by then
+#: is indefinite (a saddle with γ h |λ₋| > 1) or too ill-conditioned (γ h ρ too large for
+#: the step): the Newton iteration fails, the step is rejected and h shrinks — after at
+#: most this many Hessian-vector products, where lineax's default 10 × n (2·10⁶ at
+#: m = 10⁵) made one failed system cost more than the whole solve.
+CG_MAX_STEPS = 200
+
+
 class HessianCG(lx.AbstractLinearSolver):
     """`lineax.CG` for the Newton matrix I − γ h J of a gradient flow, tagged positive
     semidefinite (diffrax passes its operators untagged; CG needs the tag). Each CG
     iteration is one Jacobian-vector product (a Hessian-vector product).
 
     **Fields:** `rtol`, `atol` (CG's tolerances, lineax's max norm), `max_steps` (CG
-    iterations per solve; default 10 × n as in lineax).
+    iterations per solve; None: lineax's 10 × n; 'kvaerno5-cg' uses `CG_MAX_STEPS`).
     """
 
     rtol: float = 1e-10
@@ -72,8 +80,8 @@ def matrix_free_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
     Newton's method (`optimistix.Newton`, the Jacobian-vector products taken at each
     iterate; diffrax's default `VeryChord` keeps a linearised operator in its state, which
     diffrax 0.7.2 cannot carry for a matrix-free one) with the solve's tolerances; CG's
-    are 1e-3 of them."""
-    cg = HessianCG(rtol=1e-3 * float(rtol), atol=1e-3 * float(atol))
+    are 1e-3 of them, at most `CG_MAX_STEPS` iterations per system."""
+    cg = HessianCG(rtol=1e-3 * float(rtol), atol=1e-3 * float(atol), max_steps=CG_MAX_STEPS)
     root = optx.Newton(rtol=float(rtol), atol=float(atol), linear_solver=cg)
     return diffrax.Kvaerno5(root_finder=root)
 
