@@ -473,10 +473,13 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
         f"of the scaled error (`error_norm='{error_norm}'`), the toolkit's solver objects "
         "(`make_solver`) and first step. In brackets: vector-field evaluations (Tsit5/Dopri "
         "from the step count, rejected steps included; implicit solvers: host-callback "
-        "count; RKC2/ESERK4: their own count on accepted steps plus Hessian-vector "
-        f"products). **Bold**: outside the target band err/rtol ∈ [{BAND[0]:g}, "
-        f"{BAND[1]:g}]. Wall times (json, figure) exclude compilation and were measured "
-        "on a shared, loaded machine.",
+        "count of the field's evaluations — one per Newton iteration; the Jacobian-vector "
+        "products of its linearization are not seen by the callback: dense `kvaerno5` "
+        "builds its Jacobian from them, `kvaerno5-cg` spends one per CG iteration, so "
+        "compare those two by wall time; RKC2/ESERK4: their own count on accepted steps "
+        "plus Hessian-vector products). **Bold**: outside the target band err/rtol ∈ "
+        f"[{BAND[0]:g}, {BAND[1]:g}]. Wall times (json, figure) exclude compilation and "
+        "were measured on a shared, loaded machine.",
         "",
     ]
     for pname, res in results.items():
