@@ -142,7 +142,7 @@ def _is_flow_with_energy(vector) -> bool:
     return (
         isinstance(vector, tuple)
         and len(vector) == 2
-        and isinstance(vector[1], jax.Array | jax.core.Tracer)
+        and isinstance(vector[1], jax.Array)  # tracers are jax.Array instances too
         and jnp.ndim(vector[1]) == 0
     )
 
