@@ -505,11 +505,15 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
         return
     n = len(results)
     fig, axes = plt.subplots(2, n, figsize=(4 * n, 7), squeeze=False)
+    # one colour per solver in every panel (a problem that skips a solver keeps the others')
+    names = list(dict.fromkeys(name for res in results.values() for name in res["rows"]))
+    colour = {name: f"C{i}" for i, name in enumerate(names)}
     for j, (pname, res) in enumerate(results.items()):
         for name, rows in res["rows"].items():
             err = [max(r["err"], 1e-16) for r in rows]
-            axes[0, j].loglog([max(r["vf_evals"], 1) for r in rows], err, "o-", label=name)
-            axes[1, j].loglog([max(r["wall_s"], 1e-4) for r in rows], err, "o-", label=name)
+            kw = dict(label=name, color=colour[name])
+            axes[0, j].loglog([max(r["vf_evals"], 1) for r in rows], err, "o-", **kw)
+            axes[1, j].loglog([max(r["wall_s"], 1e-4) for r in rows], err, "o-", **kw)
         for ax in axes[:, j]:
             ax.xaxis.set_minor_formatter(NullFormatter())  # overlapping minor labels
         axes[0, j].set_title(pname, fontsize=9)
@@ -517,7 +521,11 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
         axes[1, j].set_xlabel("wall time [s] (loaded machine)")
         axes[0, j].set_ylabel("relative error at t1")
         axes[1, j].set_ylabel("relative error at t1")
-    axes[0, 0].legend(fontsize=7)
+    handles = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    axes[0, 0].legend(handles.values(), handles.keys(), fontsize=7)
     fig.tight_layout()
     fig.savefig(out_dir / f"{stem}.png", dpi=110)
     plt.close(fig)
