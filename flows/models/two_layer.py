@@ -138,6 +138,11 @@ class TwoLayer(AbstractModel):
         """∇R by `fused_loss_and_grad` (XLA drops the unused loss)."""
         return self.fused_loss_and_grad(params, x, y)[1]
 
+    def _preactivation(self, params, xi):
+        """X Wᵀ (+ c) for a block of samples xi."""
+        pre = xi @ params["w"].T
+        return pre + params["c"] if self.bias else pre
+
     def _sample_blocks(self, x, y):
         """x, y and a 0/1 mask of real rows, cut into blocks of `block_rows(m, itemsize)`
         samples (the last block padded with zero rows, mask 0)."""
@@ -163,14 +168,10 @@ class TwoLayer(AbstractModel):
         n = x.shape[0]
         xb, yb, mb = self._sample_blocks(x, y)
         a, w = params["a"], params["w"]
-        c = params.get("c") if self.bias else None
 
         def block(acc, blk):
             xi, yi, mi = blk
-            pre = xi @ w.T
-            if c is not None:
-                pre = pre + c
-            e = (self.sigma(pre) @ a - yi) * mi
+            e = (self.sigma(self._preactivation(params, xi)) @ a - yi) * mi
             return acc + e @ e, None
 
         zero = jnp.zeros((), jnp.result_type(x, y, a, w))
@@ -204,9 +205,7 @@ class TwoLayer(AbstractModel):
 
         def block(acc, blk):
             xi, yi, mi = blk
-            pre = xi @ w.T
-            if c is not None:
-                pre = pre + c
+            pre = self._preactivation(params, xi)
             if isinstance(self.activation, str) and self.activation in _DERIVATIVE_FROM_VALUE:
                 s = self.sigma(pre)
                 ds = _DERIVATIVE_FROM_VALUE[self.activation](s)
