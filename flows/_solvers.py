@@ -76,8 +76,14 @@ SOLVER_METHODS = {
         "RKC2, non-stiff steps (h·rho < 1.95) by Tsit5, RKC steps controlled to "
         "rtol·sqrt(rtol/1e-3), sub-steps beyond max_stages, secant check for a stale rho"
     ),
-    "eserk4": "ESERK4 (extrapolated first-order Chebyshev, eps = 2), non-stiff steps by Tsit5",
-    "kvaerno5-cg": "Kvaerno5, Newton (optimistix) with lineax CG on Hessian-vector products",
+    "eserk4": (
+        "ESERK4 (extrapolated first-order Chebyshev, eps = 2, at most 600 stages), "
+        "non-stiff steps by Tsit5"
+    ),
+    "kvaerno5-cg": (
+        "Kvaerno5, Newton stopped on the correction (StepNewton), HessianCG on "
+        "Hessian-vector products"
+    ),
 }
 #: Vector-field evaluations per step of the explicit solvers as diffrax implements them
 #: (plus one at the start): Tsit5 and Dopri5 are FSAL with 7 stages, Dopri8 has 13.
