@@ -17,7 +17,7 @@ import optimistix as optx
 
 from ._errors import ConfigError
 from ._eserk import ESERK4
-from ._implicit import is_matrix_free, matrix_free_kvaerno5
+from ._implicit import is_matrix_free, kvaerno5, matrix_free_kvaerno5
 from ._rkc import ERROR_NORMS, RKC2, AbstractStabilizedSolver
 
 __all__ = [
@@ -61,7 +61,7 @@ SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
     "dopri8": diffrax.Dopri8,
-    "kvaerno5": diffrax.Kvaerno5,
+    "kvaerno5": kvaerno5,
     "rkc": RKC2,
     "eserk4": ESERK4,
     "kvaerno5-cg": lambda: matrix_free_kvaerno5(1e-6, 1e-9),
@@ -72,6 +72,7 @@ IMPLICIT_SOLVERS = frozenset({"kvaerno5"})
 #: The algorithm behind a solver name where the name alone does not say it (recorded in
 #: sweep manifests, so results of an earlier algorithm are not mixed with the new one).
 SOLVER_METHODS = {
+    "kvaerno5": "Kvaerno5, chord iterations stopped on the correction (StepChord)",
     "rkc": (
         "RKC2, non-stiff steps (h·rho < 1.95) by Tsit5, RKC steps controlled to "
         "rtol·sqrt(rtol/1e-3), sub-steps beyond max_stages, secant check for a stale rho"
