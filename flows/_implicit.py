@@ -272,7 +272,8 @@ def matrix_free_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
     another field CG solves the wrong problem (the Brusselator: err/rtol 3.9 at rtol
     1e-8)."""
     cg = HessianCG(rtol=1e-3 * float(rtol), atol=1e-3 * float(atol))
-    return diffrax.Kvaerno5(root_finder=StepNewton(float(rtol), float(atol), cg))
+    root = StepNewton(rtol=float(rtol), atol=float(atol), linear_solver=cg)
+    return diffrax.Kvaerno5(root_finder=root)
 
 
 def newton_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
