@@ -65,12 +65,15 @@ class HessianCG(lx.AbstractLinearSolver):
     Converged when ‖r‖_∞ ≤ atol + rtol ‖b‖_∞ (r = b − A x); `max_steps` iterations at most
     (then `RESULTS.max_steps_reached`). Stats: `num_steps`, `negative_curvature`.
 
-    **Fields:** `rtol`, `atol`, `max_steps` (default `CG_MAX_STEPS`).
+    **Fields:** `rtol`, `atol`, `max_steps` (default `CG_MAX_STEPS`), `on_solve` (None, or
+    a host function called after each system with the number of products with A it took
+    — one Jacobian-vector product each; `flows.simulate` counts them this way).
     """
 
     rtol: float = 1e-10
     atol: float = 1e-12
     max_steps: int = eqx.field(static=True, default=CG_MAX_STEPS)
+    on_solve: Callable[[Any], None] | None = eqx.field(static=True, default=None)
 
     def init(self, operator, options: dict[str, Any]):
         del options
@@ -91,8 +94,15 @@ class HessianCG(lx.AbstractLinearSolver):
             )
             x_th, result, stats = self._cg(sub, b_th)
             x_e = b_e - operator.mv((x_th, zero_e))[1]
+            self._count(stats["num_steps"] + 1)
             return (x_th, x_e), result, stats
-        return self._cg(operator, vector)
+        x, result, stats = self._cg(operator, vector)
+        self._count(stats["num_steps"])
+        return x, result, stats
+
+    def _count(self, products) -> None:
+        if self.on_solve is not None:
+            jax.debug.callback(self.on_solve, products)
 
     def _cg(self, operator, vector):
         b, unravel = jfu.ravel_pytree(vector)
@@ -261,7 +271,9 @@ def kvaerno5() -> diffrax.Kvaerno5:
     return diffrax.Kvaerno5(root_finder=diffrax.with_stepsize_controller_tols(StepChord)())
 
 
-def matrix_free_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
+def matrix_free_kvaerno5(
+    rtol: float, atol: float, on_solve: Callable[[Any], None] | None = None
+) -> diffrax.Kvaerno5:
     """diffrax's Kvaerno5 (ESDIRK 5(4), L-stable) whose stage equations are solved by
     Newton's method with `HessianCG` (matrix-free) — the solver `flows.simulate` calls
     'kvaerno5-cg'. Newton (`StepNewton`: the Jacobian-vector products taken at each
@@ -270,8 +282,8 @@ def matrix_free_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
     for a matrix-free one); CG's tolerances are 1e-3 of the solve's, at most
     `CG_MAX_STEPS` iterations per system. For gradient flows (symmetric Jacobian): on
     another field CG solves the wrong problem (the Brusselator: err/rtol 3.9 at rtol
-    1e-8)."""
-    cg = HessianCG(rtol=1e-3 * float(rtol), atol=1e-3 * float(atol))
+    1e-8). `on_solve`: `HessianCG`'s count of Jacobian-vector products."""
+    cg = HessianCG(rtol=1e-3 * float(rtol), atol=1e-3 * float(atol), on_solve=on_solve)
     root = StepNewton(rtol=float(rtol), atol=float(atol), linear_solver=cg)
     return diffrax.Kvaerno5(root_finder=root)
 

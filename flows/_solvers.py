@@ -64,7 +64,7 @@ SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "kvaerno5": kvaerno5,
     "rkc": RKC2,
     "eserk4": ESERK4,
-    "kvaerno5-cg": lambda: matrix_free_kvaerno5(1e-6, 1e-9),
+    "kvaerno5-cg": lambda: matrix_free_kvaerno5(1e-6, 1e-9, EVAL_COUNTER.add_products),
 }
 #: The implicit solvers among `SOLVERS` that form the dense Jacobian of the field
 #: ('kvaerno5-cg' is implicit but matrix-free, so not limited by `MAX_IMPLICIT_PARAMS`).
@@ -241,7 +241,7 @@ def make_solver(
             nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm
         )
     if name == "kvaerno5-cg":
-        return matrix_free_kvaerno5(rtol, atol)
+        return matrix_free_kvaerno5(rtol, atol, EVAL_COUNTER.add_products)
     return SOLVERS[name]()
 
 
@@ -443,14 +443,20 @@ class EvalCounter:
     def __init__(self):
         self.n = 0
         self.nonfinite = 0
+        self.products = 0
 
     def reset(self):
         self.n = 0
         self.nonfinite = 0
+        self.products = 0
 
     def __call__(self, bad):
         self.n += 1
         self.nonfinite += int(bad)
+
+    def add_products(self, k) -> None:
+        """Jacobian-vector products of a matrix-free linear solve (`HessianCG.on_solve`)."""
+        self.products += int(k)
 
 
 #: The one evaluation counter of the solves (reset at the start of each).

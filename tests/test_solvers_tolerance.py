@@ -153,8 +153,8 @@ def test_matrix_free_kvaerno5_newton_stops_on_the_correction():
     """'kvaerno5-cg' stops Newton when the correction is below the tolerance
     (`StepNewton`). With optimistix's Cauchy test (also ‖residual‖_∞ < atol, in dy/dt units,
     under the rounding of F ≈ ε ρ |y|) the heat equation N = 200 (ρ ≈ 1.6·10⁵) at rtol
-    1e-8 rejected step after step: 772 632 evaluations, 66 s. Now no step is rejected and
-    the error is in the band."""
+    1e-8 rejected step after step: 772 632 field evaluations, 66 s. Now no step is rejected
+    (1838 field evaluations) and the error is in the band."""
     from flows import make_solver
     from flows._implicit import StepNewton
 
@@ -163,7 +163,8 @@ def test_matrix_free_kvaerno5_newton_stops_on_the_correction():
     assert isinstance(getattr(solver, "root_finder", None), StepNewton)
     rows = s.solve(s.heat(200), "kvaerno5-cg", (1e-8,), count_evals=True)
     assert rows[0]["result"] == "True", rows
-    assert rows[0]["rejected"] == 0 and rows[0]["vf_evals"] < 5000, rows
+    # field evaluations (one per Newton iteration; the row's count adds CG's products)
+    assert rows[0]["rejected"] == 0 and rows[0]["vf_evals"] - rows[0]["jvp_evals"] < 5000, rows
     assert 0.1 <= rows[0]["err_rtol"] <= 3.0, rows
 
 

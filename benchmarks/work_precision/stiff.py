@@ -252,8 +252,10 @@ def solve(
     rtol: one compilation (rtol traced), the toolkit's first step (`initial_step`).
     Returns per rtol: `err` (relative global error at t1), `err_rtol`, `steps`,
     `rejected`, `vf_evals` (stabilized solvers: their own count on accepted steps plus
-    Hessian-vector products; others: host-callback count with `count_evals`, else from the
-    step count where diffrax's solver has a fixed count), `result`, `wall_s` (with `timed`:
+    Hessian-vector products; others: host-callback count with `count_evals`, plus
+    kvaerno5-cg's CG products, else from the step count where diffrax's solver has a fixed
+    count), `jvp_evals` (kvaerno5-cg's CG products, counted with `count_evals`), `result`,
+    `wall_s` (with `timed`:
     the solve alone — compiled by an untimed first call; else it includes compilation at
     the first rtol). `make`: instead of the toolkit's solver `name`, `make(rtol, atol)`
     builds the solver (static tolerances: one compilation per rtol). `error_norm`: the
@@ -276,16 +278,27 @@ def solve(
     )
 
     calls = [0]
+    products = [0]  # kvaerno5-cg: its CG's Jacobian-vector products
 
     def count(_):
         calls[0] += 1
+
+    def count_products(k):
+        products[0] += int(k)
 
     def field(t, y, args):
         if count_evals:
             jax.debug.callback(count, t)
         return problem.field(t, y, args)
 
-    build = make if make is not None else (lambda r, a: make_solver(name, r, a))
+    def build_named(r, a):
+        if name == "kvaerno5-cg":  # the object make_solver builds, counting CG's products
+            from flows._implicit import matrix_free_kvaerno5
+
+            return matrix_free_kvaerno5(r, a, on_solve=count_products if count_evals else None)
+        return make_solver(name, r, a)
+
+    build = make if make is not None else build_named
     probe = build(1e-6, 1e-9)
     stabilized = isinstance(probe, AbstractStabilizedSolver)
 
@@ -333,7 +346,7 @@ def solve(
             # static), so
             # that wall_s is the solve alone
             jax.block_until_ready(run(jnp.asarray(rtol), y0, fixed).ys)
-        calls[0] = 0
+        calls[0] = products[0] = 0
         start = time.perf_counter()
         sol = run(jnp.asarray(rtol), y0, fixed)
         jax.block_until_ready(sol.ys)
@@ -343,7 +356,7 @@ def solve(
             c = rkc_eval_counts(sol)
             evals = int(c["vf_evals"]) + int(c["jvp_evals"])
         elif count_evals:
-            evals = calls[0]
+            evals = calls[0] + products[0]
         else:
             evals = EVALS_PER_STEP[name] * steps + 1 if name in EVALS_PER_STEP else -1
         assert sol.ys is not None
@@ -356,6 +369,7 @@ def solve(
                 steps=steps,
                 rejected=int(sol.stats["num_rejected_steps"]),
                 vf_evals=evals,
+                jvp_evals=products[0],
                 result=str(sol.result == diffrax.RESULTS.successful),
                 wall_s=wall,
             )
@@ -473,11 +487,12 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
         f"of the scaled error (`error_norm='{error_norm}'`), the toolkit's solver objects "
         "(`make_solver`) and first step. In brackets: vector-field evaluations (Tsit5/Dopri "
         "from the step count, rejected steps included; implicit solvers: host-callback "
-        "count of the field's evaluations — one per Newton iteration; the Jacobian-vector "
-        "products of its linearization are not seen by the callback: dense `kvaerno5` "
-        "builds its Jacobian from them, `kvaerno5-cg` spends one per CG iteration, so "
-        "compare those two by wall time; RKC2/ESERK4: their own count on accepted steps "
-        "plus Hessian-vector products). **Bold**: outside the target band err/rtol ∈ "
+        "count of the field's evaluations — one per Newton iteration — and, for "
+        "`kvaerno5-cg`, its CG's Hessian-vector products (one per CG iteration, counted by "
+        "`HessianCG.on_solve`; each costs ≈ 2 gradients); dense `kvaerno5` builds its "
+        "Jacobian from Jacobian-vector products the callback does not see, so compare it "
+        "by wall time; RKC2/ESERK4: their own count on accepted steps plus Hessian-vector "
+        "products). **Bold**: outside the target band err/rtol ∈ "
         f"[{BAND[0]:g}, {BAND[1]:g}]. Wall times (json, figure) exclude compilation and "
         "were measured on a shared, loaded machine.",
         "",
