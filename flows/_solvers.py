@@ -228,12 +228,18 @@ def pid_controller(rtol: float, atol: float, error_norm: str = "rms") -> diffrax
 
 
 def make_solver(
-    name: str, rtol: float, atol: float, error_norm: str = "rms"
+    name: str,
+    rtol: float,
+    atol: float,
+    error_norm: str = "rms",
+    on_products: Callable[[Any], None] | None = None,
 ) -> diffrax.AbstractSolver:
     """The solver object for a name in `SOLVERS`. 'rkc' and 'eserk4' take their non-stiff
     steps with Tsit5 and RKC2 controls to a transformed tolerance; both need the
     controller's tolerances and norm (`flows.RKC2`, `nonstiff`, `proportional`,
-    `error_norm`)."""
+    `error_norm`). 'kvaerno5-cg' reports the Hessian-vector products of each linear
+    solve to `on_products` (a host function of their number; default: the solves'
+    evaluation counter, which `flows.simulate` reads)."""
     if name == "rkc":
         return RKC2(nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm)
     if name == "eserk4":
@@ -241,7 +247,8 @@ def make_solver(
             nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm
         )
     if name == "kvaerno5-cg":
-        return matrix_free_kvaerno5(rtol, atol, EVAL_COUNTER.add_products)
+        count = on_products if on_products is not None else EVAL_COUNTER.add_products
+        return matrix_free_kvaerno5(rtol, atol, count)
     return SOLVERS[name]()
 
 

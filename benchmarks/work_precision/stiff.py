@@ -291,12 +291,8 @@ def solve(
             jax.debug.callback(count, t)
         return problem.field(t, y, args)
 
-    def build_named(r, a):
-        if name == "kvaerno5-cg":  # the object make_solver builds, counting CG's products
-            from flows._implicit import matrix_free_kvaerno5
-
-            return matrix_free_kvaerno5(r, a, on_solve=count_products if count_evals else None)
-        return make_solver(name, r, a)
+    def build_named(r, a):  # kvaerno5-cg: its CG's products counted here
+        return make_solver(name, r, a, on_products=count_products if count_evals else None)
 
     build = make if make is not None else build_named
     probe = build(1e-6, 1e-9)
