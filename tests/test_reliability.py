@@ -255,9 +255,14 @@ def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     cmd = [sys.executable, "-m", "flows", "simulate", "multistage", "--m", "3000"]
     cmd += ["--t1", "2000", "--out", str(tmp_path / "run")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0 * imports_s + 3.0)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        time.sleep(2.0 * imports_s + 3.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:  # a child that ignored the signal must not run on (it did: 80 min)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err[-500:]
     assert "interrupted" in err and "Traceback" not in err
     assert not (tmp_path / "run" / "trajectory.nc").exists()
