@@ -36,6 +36,7 @@ __all__ = [
     "is_matrix_free",
     "matrix_free_kvaerno5",
     "newton_kvaerno5",
+    "reports_products_to",
 ]
 
 
@@ -203,8 +204,8 @@ class StepNewton(_StopOnCorrection):
     residual g(f) = f − F(y₀ + γ h f) of a stage, in units of dy/dt, where rounding in F
     alone is ≈ ε ρ |y|. At tight tolerances on stiff flows that is out of reach, Newton
     "fails", the step is rejected and shrinks: 'kvaerno5-cg' on the heat equation
-    (N = 200, ρ ≈ 1.6·10⁵) at rtol 1e-8 took 772 632 evaluations (66 s) — with this test
-    1838, none rejected; on N = 1000 (ρ ≈ 4·10⁶) it did not finish rtol 1e-3 … 1e-8 in
+    (N = 200, ρ ≈ 1.6·10⁵) at rtol 1e-8 took 772 632 field evaluations (66 s) — with this
+    test 1838, none rejected; on N = 1000 (ρ ≈ 4·10⁶) it did not finish rtol 1e-3 … 1e-8 in
     15 min — now 68 s, every rtol (rtol 1e-8 still rejects 4253 steps there: the rounding
     floor of the stage derivatives reaches atol = 1e-11). On the multi-stage flow the same
     errors with 10–16 % fewer evaluations. The max norm (optimistix's default) over the
@@ -235,7 +236,7 @@ class StepChord(_StopOnCorrection):
     """diffrax's chord iterations (`VeryChord`: the Jacobian of the field at the step's
     start, factorized once and reused for every iteration of every stage) that stop when
     the correction is below the tolerance, as `StepNewton` — the root finder of the
-    toolkit's 'kvaerno5' (`flows.kvaerno5`).
+    toolkit's 'kvaerno5' (`kvaerno5` in this module).
 
     Why not `VeryChord`'s own test (Hairer's rate test: at least two iterations, the
     convergence rate r = ‖Δₖ‖/‖Δₖ₋₁‖ from them, "diverged" when r > 2): a stage whose
@@ -305,6 +306,13 @@ def newton_kvaerno5(rtol: float, atol: float) -> diffrax.Kvaerno5:
     gradient flow) Newton's err/rtol is 0.95 at rtol 1e-3 and 3.7–4.0 from 1e-5 to 1e-8,
     above the band [0.1, 3] that the chord solver meets from below (0.0016)."""
     return diffrax.Kvaerno5(root_finder=optx.Newton(rtol=float(rtol), atol=float(atol)))
+
+
+def reports_products_to(solver, counter) -> bool:
+    """Whether an implicit diffrax solver's linear solves are `HessianCG`s that report their
+    Jacobian-vector products to `counter` (`on_solve`)."""
+    ls = getattr(getattr(solver, "root_finder", None), "linear_solver", None)
+    return isinstance(ls, HessianCG) and ls.on_solve == counter
 
 
 def is_matrix_free(solver) -> bool:

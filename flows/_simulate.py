@@ -21,7 +21,7 @@ import optimistix as optx
 
 from ._clocks import AbstractClock, LossClock, PhysicalClock, as_clock
 from ._errors import ConfigError, SolverError
-from ._implicit import is_matrix_free
+from ._implicit import reports_products_to
 from ._loss_clock import solve_loss_clock
 from ._misc import tree_sq_norm
 from ._problem import Problem
@@ -608,10 +608,11 @@ def simulate(
     elif callback_count:
         vf_evals = EVAL_COUNTER.n
     extra = {}
-    if callback_count and is_matrix_free(choice.solver):
+    if callback_count and reports_products_to(choice.solver, EVAL_COUNTER.add_products):
         # 'kvaerno5-cg': its CG's Hessian-vector products (`HessianCG.on_solve`), counted as
         # evaluations as RKC2's power iterations are (one costs ≈ 1.8 gradients: m = 10⁵
-        # float32 fused, 63 against 35 ms)
+        # float32 fused, 63 against 35 ms); a matrix-free solver that does not report them
+        # to the counter (lineax's CG, a HessianCG without `on_solve`) gets no such entry
         extra["jvp_evals"] = EVAL_COUNTER.products
         vf_evals = EVAL_COUNTER.n + EVAL_COUNTER.products
     if choice.is_rkc:  # the stabilized solver's own counts (accepted steps only)

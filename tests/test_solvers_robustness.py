@@ -155,12 +155,13 @@ def test_hessian_cg_products_are_counted():
     """'kvaerno5-cg''s CG reports its products with the Newton matrix (one Jacobian-vector
     product each) through `on_solve`, and `flows.simulate` adds them to the evaluation
     count and lists them as `stats.extra['jvp_evals']` (before, only the field's own
-    evaluations were counted: 253 of 1395 on this solve)."""
+    evaluations were counted: 253 of 1395 on a multi-stage solve, m = 50, t = 20); a
+    kvaerno5-cg object that does not report to the counter gets no `jvp_evals` entry."""
     import jax.numpy as jnp
     import lineax as lx
 
     import flows
-    from flows._implicit import HessianCG
+    from flows._implicit import HessianCG, matrix_free_kvaerno5
     from flows.models import TwoLayer
 
     seen = []
@@ -175,3 +176,6 @@ def test_hessian_cg_products_are_counted():
     jvps = tr.stats.extra["jvp_evals"]
     assert jvps > 0 and tr.stats.vf_evals > jvps
     assert "jvp_evals" not in flows.simulate(prob, solver="kvaerno5", **kw).stats.extra
+    silent = flows.simulate(prob, solver=matrix_free_kvaerno5(1e-4, 1e-7), **kw)
+    assert "jvp_evals" not in silent.stats.extra
+    assert silent.stats.vf_evals == tr.stats.vf_evals - jvps  # the same solve, fields only
