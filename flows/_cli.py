@@ -605,11 +605,17 @@ def _watch_interrupts() -> None:
     _watch_interrupts.sockets = (r, w)  # keep them open for the life of the process
 
 
-def entry() -> None:
-    """Console-script entry point (also `python -m flows`). After Ctrl-C, exit at once:
-    interpreter teardown while XLA's compiler threads were still running crashed
-    (segmentation fault)."""
+def entry(startup_handler=None) -> None:
+    """Run the program (the console script `flows` comes here through `_flows_launch`,
+    `python -m flows` directly). After Ctrl-C, exit at once: interpreter teardown while
+    XLA's compiler threads were still running crashed (segmentation fault).
+
+    `startup_handler`: the SIGINT handler the launcher installed for the imports; replaced
+    by Python's default (`KeyboardInterrupt`) once the watcher runs, so that no Ctrl-C
+    falls between the two."""
     _watch_interrupts()
+    if startup_handler is not None and signal.getsignal(signal.SIGINT) is startup_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     code = main()
     if code == EXIT_INTERRUPTED:
         sys.stdout.flush()

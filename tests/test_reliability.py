@@ -269,6 +269,35 @@ def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     assert os.listdir(tmp_path) in ([], ["run"])
 
 
+def test_ctrl_c_during_the_imports_exits_130_at_once(tmp_path):
+    """SIGINT in the console script's first seconds, while JAX and the package are being
+    imported: a message and exit 130. Before the launcher (`_flows_launch`) the default
+    handling gave, on a loaded 2-core machine, a segmentation fault at 0.2 s and at
+    0.6–4 s a KeyboardInterrupt printed and ignored, the run going on (killed after 60 s)."""
+    script = Path(sys.executable).parent / "flows"  # the console script pip installed
+    assert script.is_file(), f"no console script at {script}: is the package installed?"
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import flows._cli"], check=True)
+    imports_s = time.monotonic() - start
+    for delay in (0.2, 0.5 * imports_s):
+        out = tmp_path / f"run{delay:.2f}"
+        cmd = [str(script), "simulate", "multistage", "--m", "3000", "--t1", "2000"]
+        proc = subprocess.Popen(
+            [*cmd, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 130, (delay, proc.returncode, err[-500:])
+        assert "interrupted" in err and "Traceback" not in err, err[-500:]
+        assert not out.exists()
+
+
 # ---------------------------------------------------------------------------------------
 # Failures named for what they are
 
