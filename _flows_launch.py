@@ -4,7 +4,7 @@ This module sits outside the `flows` package on purpose. Importing anything insi
 `flows` first runs `flows/__init__.py`, which imports JAX, diffrax and the models — seconds
 on a loaded machine — and during those imports Python's default SIGINT handling raised
 `KeyboardInterrupt` wherever the interpreter happened to be. Measured with the handler
-installed only after the imports: Ctrl-C at 1 s gave a segmentation fault, at 3 s a
+installed only after the imports: Ctrl-C at 0.2–1 s gave a segmentation fault, later a
 traceback, and on a loaded machine the signal was lost (the exception landed where Python
 can only print "Exception ignored") and the run went on for an hour.
 

@@ -605,6 +605,17 @@ def _watch_interrupts() -> None:
     _watch_interrupts.sockets = (r, w)  # keep them open for the life of the process
 
 
+def _quiet_interrupts(unraisable, _default=sys.unraisablehook) -> None:
+    """`sys.unraisablehook` of the command line: a KeyboardInterrupt raised where Python
+    cannot propagate it (measured: inside JAX's garbage-collection callback during a
+    compilation) is dropped silently — the interrupt watcher ends the run with the message
+    and status 130 within `INTERRUPT_GRACE_S` — instead of printing "Exception ignored …
+    Traceback" above that message. Anything else goes to Python's default hook."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        return
+    _default(unraisable)
+
+
 def entry(startup_handler=None) -> None:
     """Run the program (the console script `flows` comes here through `_flows_launch`,
     `python -m flows` directly). After Ctrl-C, exit at once: interpreter teardown while
@@ -614,6 +625,7 @@ def entry(startup_handler=None) -> None:
     by Python's default (`KeyboardInterrupt`) once the watcher runs, so that no Ctrl-C
     falls between the two."""
     _watch_interrupts()
+    sys.unraisablehook = _quiet_interrupts
     if startup_handler is not None and signal.getsignal(signal.SIGINT) is startup_handler:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     code = main()

@@ -269,6 +269,23 @@ def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     assert os.listdir(tmp_path) in ([], ["run"])
 
 
+def test_an_interrupt_python_cannot_raise_is_not_printed():
+    """A KeyboardInterrupt raised where Python can only report it (on CI: inside JAX's
+    garbage-collection callback while compiling) printed "Exception ignored … Traceback"
+    above the CLI's message; the CLI's unraisable hook drops it (the interrupt watcher
+    exits 130) and still prints every other such error."""
+    code = (
+        "import sys\nfrom flows import _cli\nsys.unraisablehook = _cli._quiet_interrupts\n"
+        "class A:\n    def __del__(self): raise KeyboardInterrupt\n"
+        "class B:\n    def __del__(self): raise ValueError('boom')\n"
+        "A(); B(); print('alive')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "alive\n", proc.stderr
+    assert "ValueError: boom" in proc.stderr
+    assert "KeyboardInterrupt" not in proc.stderr
+
+
 def test_ctrl_c_during_the_imports_exits_130_at_once(tmp_path):
     """SIGINT in the console script's first seconds, while JAX and the package are being
     imported: a message and exit 130. Before the launcher (`_flows_launch`) the default
