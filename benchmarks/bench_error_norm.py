@@ -33,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # provenance helpers of the work-precision package
     sys.path.insert(0, str(HERE))
 
+from work_precision.methods import traj_final  # noqa: E402
 from work_precision.run import machine, versions  # noqa: E402
 
 #: (solver, rtol) of the rows; each is run with both norms except Tsit5 (the reference
@@ -53,12 +54,6 @@ QUICK_ROWS = [("tsit5", 1e-5), ("rkc", 1e-5), ("eserk4", 1e-6), ("kvaerno5-cg", 
 ATOL_FACTOR = 1e-3
 
 
-def flat(traj) -> np.ndarray:
-    return np.concatenate(
-        [np.asarray(traj.param(k), dtype=np.float64).ravel() for k in sorted(traj.params)]
-    )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="m = 200, t = 2 (smoke test)")
@@ -72,7 +67,7 @@ def main() -> None:
     kw = dict(t1=t1, n_save=2, save_params="ends", throw=False)
     start = time.perf_counter()
     ref_traj = flows.simulate(problem, solver="dopri8", rtol=1e-11, atol=1e-13, **kw)
-    ref = flat(ref_traj)
+    ref = traj_final(ref_traj)
     scale = float(np.max(np.abs(ref)))
     print(f"reference: {time.perf_counter() - start:.0f} s, max|θ_ref| = {scale:.3g}", flush=True)
     rows = []
@@ -90,7 +85,7 @@ def main() -> None:
             )
             st = tr.stats
             ok = st["result"] == "successful"
-            err = float(np.max(np.abs(flat(tr) - ref))) if ok else float("nan")
+            err = float(np.max(np.abs(traj_final(tr) - ref))) if ok else float("nan")
             rows.append(
                 {
                     "solver": solver,
