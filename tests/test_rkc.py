@@ -40,6 +40,28 @@ def test_stage_formula_covers_stability_interval():
     assert rkc_stability_bound(200) / 200**2 == pytest.approx(0.6534, abs=5e-4)
 
 
+def test_nonstiff_stability_intervals_are_those_of_diffrax_tableaus():
+    """`_NONSTIFF_STABILITY` (how far past the switch non-stiff steps may go) is the real
+    stability interval of diffrax's Bosh3 and Tsit5: |R(−β)| = 1 with |R| ≤ 1 on
+    [−β, 0], R(z) = 1 + z bᵀ (I − z A)⁻¹ 1 from the Butcher tableau."""
+    from flows._rkc import _NONSTIFF_STABILITY
+
+    for name, cls in (("bs3", diffrax.Bosh3), ("tsit5", diffrax.Tsit5)):
+        tab = cls.tableau
+        n = len(tab.b_sol)
+        a = np.zeros((n, n))
+        for i, row in enumerate(tab.a_lower):
+            a[i + 1, : len(row)] = row
+        b = np.asarray(tab.b_sol)
+
+        def r(z, a=a, b=b, n=n):
+            return 1.0 + z * b @ np.linalg.solve(np.eye(n) - z * a, np.ones(n))
+
+        beta = _NONSTIFF_STABILITY[name]
+        assert max(abs(r(z)) for z in np.linspace(-beta, 0.0, 4001)) <= 1.0 + 1e-9, name
+        assert abs(r(-beta - 1e-3)) > 1.0, name
+
+
 def test_stability_polynomial():
     """One step of size 1 on y' = λ y (λ a grid, as a diagonal system) returns P_s(λ):
     |P_s| ≤ 1 on [−β(s), 0], |P_s| ≤ 0.952 away from 0 (the damping ε = 2/13), and
