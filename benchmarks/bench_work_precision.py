@@ -29,13 +29,17 @@ ratios hold on a noisy machine.
     python benchmarks/bench_work_precision.py --quick               # smoke test, tiny sizes
     python benchmarks/bench_work_precision.py --exclude 'η=1e-04'   # drop rows by label
     python benchmarks/bench_work_precision.py --repeat 3            # fastest of 3 per row
-    python benchmarks/bench_work_precision.py --stiff               # stiff problems, ~1 h
+    python benchmarks/bench_work_precision.py --stiff               # stiff problems, ~6 min
+    python benchmarks/bench_work_precision.py --nonstiff            # mild controls, ~1 min
     python benchmarks/bench_work_precision.py --stiff --problems brusselator,quartic
 
 `--stiff` runs `work_precision/stiff.py` instead: every solver the toolkit ships on the
 heat equation (N = 200, 1000; exact), the Brusselator (N = 100), a quadratic + quartic
 flow (d = 200) and the small multi-stage problem (scipy Radau references) at rtol 1e-3 …
 1e-8, writing `work_precision_stiff.md/.json/.png` (err/rtol and evaluations).
+`--nonstiff` runs the same solvers on mild versions of the three gradient flows (heat
+N = 10, quartic d = 50 with ρ_H = 20, multi-stage m = 20 to t = 2: ρ·t1 ≈ 20–50), where
+no solver is stability-limited, writing `work_precision_nonstiff.*`.
 
 Writes `work_precision_<case>.md` (headline ratios and the table), `.png` (error vs wall
 time and vs evaluations, log–log) and `.json` (rows, machine, versions, settings) under
@@ -78,6 +82,13 @@ def main(argv=None) -> list[dict]:
         "(err/rtol tables, work-precision figure)",
     )
     p.add_argument(
+        "--nonstiff",
+        action="store_true",
+        help="instead: every solver on mild versions of the stiff set's gradient flows "
+        "(ρ·t1 ≈ 20–50; work_precision_nonstiff.*): err/rtol where no step is "
+        "stability-limited",
+    )
+    p.add_argument(
         "--problems",
         default=None,
         help="with --stiff: comma-separated subset of heat,heat1000,brusselator,quartic,"
@@ -104,6 +115,13 @@ def main(argv=None) -> list[dict]:
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be ≥ 1")
+    if args.stiff and args.nonstiff:
+        p.error("--stiff and --nonstiff: choose one")
+    if args.nonstiff:
+        from work_precision import stiff
+
+        res = stiff.run_all(args.out, nonstiff=True)
+        return [dict(case="nonstiff", results=res)]
     if args.stiff:
         from work_precision import stiff
 

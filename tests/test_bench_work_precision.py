@@ -210,3 +210,31 @@ def test_ratios_are_read_off_the_curve_at_gd_error(wp):
     assert c["rkc"]["evals_ratio"] == pytest.approx(25.0)
     assert head["wall_vs_gd"]["ratio"] == pytest.approx(1000.0)  # the lucky-row figure
     assert "Read off the work-precision curves" in report.format_headline(head)[0]
+
+
+def test_nonstiff_controls_write_their_own_files_with_step_counts(wp, tmp_path):
+    """`--nonstiff`: the mild versions of the flows go to `work_precision_nonstiff.*`
+    (never over the stiff set's files), with the accepted-step column that tells an
+    accuracy-limited solver (steps grow as rtol shrinks) from a stability-limited one."""
+    stiff = importlib.import_module("work_precision.stiff")
+    res = stiff.run_all(
+        tmp_path, nonstiff=True, solvers=("tsit5",), rtols=(1e-3, 1e-6), problems=["heat"]
+    )
+    (row_lo, row_hi) = res["heat N=10"]["rows"]["tsit5"]
+    assert row_hi["steps"] > row_lo["steps"]  # accuracy-limited on the mild problem
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"work_precision_nonstiff_heat.{ext}" for ext in ("json", "md", "png")
+    ]
+    md = (tmp_path / "work_precision_nonstiff_heat.md").read_text()
+    assert md.startswith("# Tolerance proportionality and work-precision on non-stiff")
+    assert "--nonstiff" in md
+    assert f"| {row_lo['steps']} → {row_hi['steps']} |" in md
+    saved = json.loads((tmp_path / "work_precision_nonstiff_heat.json").read_text())
+    assert saved["nonstiff"] is True and saved["rtols"] == [1e-3, 1e-6]
+
+
+def test_stiff_and_nonstiff_flags_exclude_each_other(wp, capsys):
+    with pytest.raises(SystemExit) as exc:
+        wp.main(["--stiff", "--nonstiff"])
+    assert exc.value.code == 2
+    assert "--stiff and --nonstiff" in capsys.readouterr().err

@@ -386,6 +386,14 @@ QUICK_SIZES = {
     "quartic": dict(d=50),
     "multistage": dict(m=20, n=100),
 }
+# Non-stiff controls: the same flows made mild (ρ·t1 ≈ 20–50), where every solver's step is
+# set by its error estimate, not by stability — so err/rtol there measures how each
+# solver's local error control maps to the global error of a dissipative gradient flow.
+NONSTIFF_SIZES = {
+    "heat": dict(n=10),
+    "quartic": dict(d=50, rho_h=20.0),
+    "multistage": dict(m=20, n=100, t1=2.0),
+}
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kvaerno5-cg", "rkc", "eserk4")
 RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 
@@ -405,6 +413,7 @@ def run_all(
     rtols=RTOLS,
     problems=None,
     error_norm: str = "rms",
+    nonstiff: bool = False,
 ) -> dict:
     """Every solver on every problem (`problems`: keys of `FULL_SIZES`/`QUICK_SIZES`, default
     all) at every rtol, the controller (and the stabilized solvers) measuring the error in
@@ -412,7 +421,8 @@ def run_all(
     `work_precision_stiff[_<problems>][_max][_quick]` `.md` (err/rtol
     and evaluation tables), `.json` and `.png` (error vs evaluations and vs wall, log–log)
     under `out_dir`, rewritten after each problem (an interrupted run leaves the problems
-    it finished).
+    it finished). `nonstiff`: instead the mild versions of the flows (`NONSTIFF_SIZES`),
+    written to `work_precision_nonstiff[...]`.
     Evaluations: Tsit5/Dopri5/Dopri8 from the step count (`EVALS_PER_STEP`, exact: FSAL /
     fixed stages, checked against a callback count in the tests), RKC2/ESERK4 their own
     count, the implicit solvers by a host callback (which costs them wall time)."""
@@ -422,8 +432,8 @@ def run_all(
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    sizes = QUICK_SIZES if quick else FULL_SIZES
-    stem = "work_precision_stiff"
+    sizes = NONSTIFF_SIZES if nonstiff else QUICK_SIZES if quick else FULL_SIZES
+    stem = "work_precision_nonstiff" if nonstiff else "work_precision_stiff"
     if problems is not None:  # a subset (e.g. run in parallel): its own files
         stem += "_" + "-".join(k for k in sizes if k in problems)
     stem += "_max" if error_norm == "max" else ""
@@ -441,7 +451,7 @@ def run_all(
             rows[name] = solve(p, name, rtols, count_evals=count, timed=True, error_norm=error_norm)
             print(p.name, name, [f"{r['err_rtol']:.2g}" for r in rows[name]], flush=True)
         results[p.name] = dict(rho=p.rho, t1=p.t1, reference=p.reference, rows=rows)
-        _write(out_dir, stem, results, rtols, error_norm)
+        _write(out_dir, stem, results, rtols, error_norm, nonstiff)
     return results
 
 
@@ -453,7 +463,9 @@ def _cell(r: dict) -> str:
     return txt if BAND[0] <= x <= BAND[1] else f"**{txt}**"
 
 
-def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") -> None:
+def _write(
+    out_dir, stem: str, results: dict, rtols, error_norm: str = "rms", nonstiff: bool = False
+) -> None:
     import json
     import os
     import platform
@@ -464,6 +476,7 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
                 results=results,
                 rtols=list(rtols),
                 error_norm=error_norm,
+                nonstiff=nonstiff,
                 band=list(BAND),
                 machine=platform.platform(),
                 cores=os.cpu_count(),
@@ -472,10 +485,11 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
             indent=1,
         )
     )
+    kind = "non-stiff" if nonstiff else "stiff"
     lines = [
-        "# Tolerance proportionality and work-precision on stiff problems (issue 16)",
+        f"# Tolerance proportionality and work-precision on {kind} problems (issue 16)",
         "",
-        "Written by `python benchmarks/bench_work_precision.py --stiff` "
+        f"Written by `python benchmarks/bench_work_precision.py --{kind.replace('-', '')}` "
         "(`benchmarks/work_precision/stiff.py`); figure: the `.png` of the same name "
         "(relative error at t1 against vector-field evaluations and against wall time, "
         "log–log). Global relative error at t1 (max |y − y_ref| / max |y_ref|) divided by "
@@ -489,21 +503,27 @@ def _write(out_dir, stem: str, results: dict, rtols, error_norm: str = "rms") ->
         "Jacobian from Jacobian-vector products the callback does not see, so compare it "
         "by wall time; RKC2/ESERK4: their own count on accepted steps plus Hessian-vector "
         "products). **Bold**: outside the target band err/rtol ∈ "
-        f"[{BAND[0]:g}, {BAND[1]:g}]. Wall times (json, figure) exclude compilation and "
-        "were measured on a shared, loaded machine.",
+        f"[{BAND[0]:g}, {BAND[1]:g}]. Last column: accepted steps at the loosest and at "
+        "the tightest rtol (a step count that hardly changes with rtol is set by "
+        "stability, not by the error estimate). Wall times (json, figure) exclude "
+        "compilation and were measured on a shared, loaded machine.",
         "",
     ]
     for pname, res in results.items():
         lines += [
             f"## {pname} (ρ ≈ {res['rho']:.3g}, t1 = {res['t1']:g}, reference: {res['reference']})",
             "",
-            "| solver | " + " | ".join(f"rtol {r:g}" for r in rtols) + " | err/rtol range |",
-            "|---|" + "---|" * (len(rtols) + 1),
+            "| solver | "
+            + " | ".join(f"rtol {r:g}" for r in rtols)
+            + " | err/rtol range | steps |",
+            "|---|" + "---|" * (len(rtols) + 2),
         ]
         for name, rows in res["rows"].items():
             ratios = [r["err_rtol"] for r in rows]
             rng = f"{min(ratios):.2g} … {max(ratios):.2g}"
-            lines.append(f"| {name} | " + " | ".join(_cell(r) for r in rows) + f" | {rng} |")
+            steps = f"{rows[0]['steps']} → {rows[-1]['steps']}"
+            cells = " | ".join(_cell(r) for r in rows)
+            lines.append(f"| {name} | {cells} | {rng} | {steps} |")
         lines.append("")
     (out_dir / f"{stem}.md").write_text("\n".join(lines))
     try:
