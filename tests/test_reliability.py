@@ -243,6 +243,15 @@ def test_simulate_refuses_a_width_that_cannot_fit(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def _sigint_as_in_a_terminal():
+    """`preexec_fn` of the Ctrl-C tests' children: SIGINT at its default disposition, as
+    for a command typed in a terminal. A test run started as a background job (`cmd &`
+    without job control, e.g. `.ci/run &`) has SIGINT ignored, children inherit that, and
+    the toolkit rightly leaves an ignored SIGINT ignored — then these children never saw
+    the signal and ran until killed (fresh-clone run of 2026-12-02: both tests failed so)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     """SIGINT while XLA compiles: a message and exit 130 (it was a traceback and then a
     segmentation fault)."""
@@ -253,7 +262,13 @@ def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     code = "from flows import _cli; print('imported', flush=True); _cli.entry()"
     cmd = [sys.executable, "-c", code, "simulate", "multistage", "--m", "3000"]
     cmd += ["--t1", "2000", "--out", str(tmp_path / "run")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_sigint_as_in_a_terminal,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "imported\n"
         time.sleep(3.0)
@@ -300,7 +315,11 @@ def test_ctrl_c_during_the_imports_exits_130_at_once(tmp_path):
         out = tmp_path / f"run{delay:.2f}"
         cmd = [str(script), "simulate", "multistage", "--m", "3000", "--t1", "2000"]
         proc = subprocess.Popen(
-            [*cmd, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [*cmd, "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_sigint_as_in_a_terminal,
         )
         try:
             time.sleep(delay)
