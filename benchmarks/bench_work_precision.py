@@ -92,13 +92,15 @@ def main(argv=None) -> list[dict]:
         "--problems",
         default=None,
         help="with --stiff: comma-separated subset of heat,heat1000,brusselator,quartic,"
-        "multistage (written to work_precision_stiff_<subset>.*; default all)",
+        "multistage (written to work_precision_stiff_<subset>.*; default all); with "
+        "--nonstiff: of heat,quartic,multistage",
     )
     p.add_argument(
         "--error-norm",
         choices=("rms", "max"),
         default="rms",
-        help="with --stiff: the step-size controller's norm (and the stabilized solvers'); "
+        help="with --stiff/--nonstiff: the step-size controller's norm (and the stabilized "
+        "solvers'); "
         "'max' writes work_precision_stiff[_<subset>]_max.*",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few methods (smoke test)")
@@ -117,22 +119,29 @@ def main(argv=None) -> list[dict]:
         p.error("--repeat must be ≥ 1")
     if args.stiff and args.nonstiff:
         p.error("--stiff and --nonstiff: choose one")
-    if args.nonstiff:
-        from work_precision import stiff
-
-        res = stiff.run_all(args.out, nonstiff=True)
-        return [dict(case="nonstiff", results=res)]
-    if args.stiff:
+    if args.nonstiff and args.quick:
+        p.error("--nonstiff has no --quick sizes (it takes ~2 min as it is)")
+    if args.stiff or args.nonstiff:
         from work_precision import stiff
 
         problems = None if args.problems is None else args.problems.split(",")
-        sizes = stiff.QUICK_SIZES if args.quick else stiff.FULL_SIZES
+        sizes = (
+            stiff.NONSTIFF_SIZES
+            if args.nonstiff
+            else stiff.QUICK_SIZES
+            if args.quick
+            else stiff.FULL_SIZES
+        )
         if problems is not None and not set(problems) <= set(sizes):
             p.error(f"--problems: choose from {','.join(sizes)}; got {args.problems!r}")
         res = stiff.run_all(
-            args.out, quick=args.quick, problems=problems, error_norm=args.error_norm
+            args.out,
+            quick=args.quick,
+            problems=problems,
+            error_norm=args.error_norm,
+            nonstiff=args.nonstiff,
         )
-        return [dict(case="stiff", results=res)]
+        return [dict(case="nonstiff" if args.nonstiff else "stiff", results=res)]
     methods.set_torch_threads(args.torch_threads)
     names = list(cases.CASES) if args.case == "all" else [args.case]
     return [run.run_case(cases.CASES[n](args.quick), args) for n in names]

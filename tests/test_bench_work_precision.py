@@ -233,8 +233,16 @@ def test_nonstiff_controls_write_their_own_files_with_step_counts(wp, tmp_path):
     assert saved["nonstiff"] is True and saved["rtols"] == [1e-3, 1e-6]
 
 
-def test_stiff_and_nonstiff_flags_exclude_each_other(wp, capsys):
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--stiff", "--nonstiff"], "--stiff and --nonstiff"),
+        (["--nonstiff", "--quick"], "--nonstiff has no --quick"),
+        (["--nonstiff", "--problems", "brusselator"], "choose from heat,quartic,multistage"),
+    ],
+)
+def test_nonstiff_flag_combinations_are_refused_not_ignored(wp, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
-        wp.main(["--stiff", "--nonstiff"])
+        wp.main(argv)
     assert exc.value.code == 2
-    assert "--stiff and --nonstiff" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
