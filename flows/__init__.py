@@ -51,6 +51,7 @@ from ._problem import make_problem as make_problem  # noqa: E402
 from ._rkc import RKC2 as RKC2  # noqa: E402
 from ._rkc import AbstractStabilizedSolver as AbstractStabilizedSolver  # noqa: E402
 from ._rkc import rkc_eval_counts as rkc_eval_counts  # noqa: E402
+from ._rock import ROCK4 as ROCK4  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402

@@ -436,7 +436,7 @@ def simulate(
     - `problem`: the objective and θ(0) (`flows.make_problem`).
     - `t1`, `t0`: time span (physical time of the flow).
     - `solver`: a name in `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5',
-      'rkc', 'eserk4'), 'auto' (measures ρ·(t1 − t0), ρ the Hessian's spectral radius at
+      'rkc', 'eserk4', 'rock4'), 'auto' (measures ρ·(t1 − t0), ρ the Hessian's spectral radius at
       θ(0) by power iteration: 'tsit5' below 250, else 'rkc' at rtol ≥ 1e-6 and 'eserk4'
       below; `flows.auto_solver`; the numbers and the choice are recorded in
       `config["solver_auto"]` and `stats.extra` `auto_rho`, `auto_rho_span`),
@@ -448,12 +448,12 @@ def simulate(
       `vf_evals` counts each once more, as the primal evaluation inside it),
       `spectral_radius`, `last_stages`, `nonstiff_steps` (accuracy-limited steps that it
       took with its non-stiff method; see `flows.RKC2`), `rho_redos` and `split_steps`;
-      ESERK4 ('eserk4', `flows.ESERK4`) the same.
+      ESERK4 ('eserk4', `flows.ESERK4`) and ROCK4 ('rock4', `flows.ROCK4`) the same.
     - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
     - `error_norm`: the norm in which that controller measures the local error scaled by
       atol + rtol·max(|y_n|, |y_{n+1}|) over the whole state (θ and the energy): 'rms'
       (default, diffrax's `optimistix.rms_norm`) or 'max' (`optimistix.max_norm`: every
-      component within tolerance). 'rkc' and 'eserk4' judge their own steps in the same
+      component within tolerance). 'rkc', 'eserk4' and 'rock4' judge their own steps in the same
       norm (`flows.RKC2`, `error_norm`). With 'rms', where the error sits in a few of many
       parameters (a few neurons of a wide net) the largest parameter error can exceed
       rtol by up to sqrt(number of parameters); 'max' bounds it at the cost of more

@@ -62,6 +62,22 @@ def test_stabilized_solvers_are_tolerance_proportional(solver, problem):
     assert min(kept) >= 0.1, ratios
 
 
+@pytest.mark.parametrize("problem", list(SMALL))
+def test_rock4_never_under_delivers_and_over_delivers_at_most_25x(problem):
+    """ROCK4 (estimate with the last recurrence stage, × 0.05): err/rtol ≤ 3 at every rtol
+    1e-3 … 1e-8 and ≥ 0.04. Measured: 22 of the 24 cells in [0.1, 3] (Brusselator 0.71–1.85,
+    quartic 0.17–0.49, multi-stage 0.15–0.95, heat 0.097–0.19 from rtol 1e-4 on); the heat
+    equation at rtol 1e-3 is 0.043 and at 1e-5 0.097 — below the band, so the band is not
+    what is claimed here. With ROCK4's own estimator (F(y_1) in place of the recurrence
+    stage) the quartic flow was at 0.0004–0.003 (× 1) while the Brusselator was at 0.04–0.13:
+    no single factor brought both into the band."""
+    s = _stiff()
+    rows = s.solve(SMALL[problem](s), "rock4", RTOLS)
+    ratios = [r["err_rtol"] for r in rows]
+    assert all(r["result"] == "True" for r in rows), rows
+    assert max(ratios) <= 3.0 and min(ratios) >= 0.04, ratios
+
+
 def test_eserk4_stage_cap_does_not_split_very_stiff_steps():
     """ESERK4's default `max_stages` (600) lets one step stabilize h ρ ≤ 3.5·10⁵: on the heat
     equation N = 1000 (ρ ≈ 4·10⁶, t = 0.05) at rtol 1e-3 the accuracy-limited steps are

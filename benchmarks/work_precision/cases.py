@@ -30,6 +30,7 @@ FULL_GRID = {
     "dopri8": (1e-8, 1e-10),
     "kvaerno5": (1e-4, 1e-6, 1e-8),
     "rkc": (1e-3, 1e-4, 3e-5, 1e-5, 1e-6),
+    "rock4": (1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
 }
 # fused / float32 variants: Tsit5 at one tolerance, RKC around the baseline's error
 FULL_VARIANT_GRID = {"default": (), "tsit5": (1e-4, 1e-6), "rkc": (1e-5, 3e-6, 1e-6)}

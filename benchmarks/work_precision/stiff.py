@@ -394,7 +394,16 @@ NONSTIFF_SIZES = {
     "quartic": dict(d=50, rho_h=20.0),
     "multistage": dict(m=20, n=100, t1=2.0),
 }
-SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5", "kvaerno5-cg", "rkc", "eserk4")
+SOLVERS = (
+    "tsit5",
+    "dopri5",
+    "dopri8",
+    "kvaerno5",
+    "kvaerno5-cg",
+    "rkc",
+    "eserk4",
+    "rock4",
+)
 RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 
 
@@ -447,7 +456,7 @@ def run_all(
         for name in solvers:
             if name == "kvaerno5" and p.y0.size >= 1000:
                 continue  # dense Jacobian LU per step: minutes at N = 1000
-            count = name not in EVALS_PER_STEP and name not in ("rkc", "eserk4")
+            count = name not in EVALS_PER_STEP and name not in ("rkc", "eserk4", "rock4")
             rows[name] = solve(p, name, rtols, count_evals=count, timed=True, error_norm=error_norm)
             print(p.name, name, [f"{r['err_rtol']:.2g}" for r in rows[name]], flush=True)
         results[p.name] = dict(rho=p.rho, t1=p.t1, reference=p.reference, rows=rows)
