@@ -5,7 +5,7 @@ A step with s stages has a stability polynomial
 
     R_s(z) = w_4(z) P_{s−4}(z),   R_s(z) = e^z + O(z⁵),   |R_s(z)| ≤ 1 on [−ℓ_s, 0],
 
-with ℓ_s ≈ 0.354 s² (Abdulle, "Fourth order Chebyshev methods with recurrence relation",
+with ℓ_s up to ≈ 0.354 s² (Abdulle, "Fourth order Chebyshev methods with recurrence relation",
 SIAM J. Sci. Comput. 23(6), 2041–2054, 2002). Here w_4(z) = Π (1 − z/z_i)(1 − z/z̄_i),
 i = 1, 2, holds the two complex root pairs, and P_{s−4} is the polynomial of degree s − 4
 orthogonal on [−ℓ, 0] for the weight w_4(z)²/√(1 − x²) (x = 1 + 2z/ℓ), normalised to
@@ -23,10 +23,11 @@ Everything is derived here, nothing is copied from a table (`derive_degree`):
 1. For a degree s and an interval length ℓ, the 4 real parameters of z_1, z_2 solve the 4
    order conditions R_s(z) = 1 + z + z²/2 + z³/6 + z⁴/24 + O(z⁵) (Taylor coefficients of
    P_{s−4} propagated through the recurrence; the recurrence by the Stieltjes procedure on
-   Gauss–Chebyshev nodes, exact for these polynomial weights). ℓ is then the largest
-   value (bisection) for which |R_s| ≤ 1 on all of [−ℓ, 0]. The resulting ℓ_s agree with
-   Abdulle's Table 2.1 to within 1 % (tests): s = 10: 32.58 (his 32.45), s = 100: 3536.3
-   (3538.1).
+   Gauss–Chebyshev nodes, exact for these polynomial weights). ℓ_max(s) is the largest
+   ℓ (bisection) for which |R_s| ≤ 1 on all of [−ℓ, 0]; it agrees with Abdulle's Table
+   2.1 to within 1 % (tests): s = 10: 32.56 (his 32.45), s = 100: 3536.2 (3538.1). The
+   method uses ℓ_s = 0.9 ℓ_max(s) ≈ 0.318 s² (`ELL_FRACTION`): there |R_s| ≤ 0.61 on
+   [−ℓ_s, −10], where at ℓ_max it reaches 0.95 — stiff modes are damped.
 2. The finishing procedure has 10 coefficients (a21, a31, a32, a41, a42, a43, b1…b4) and 8
    conditions: its stability polynomial is w_4 (4 conditions: then the composite's
    conditions for the "tall" trees follow from R_s) and the composite's 4 remaining
@@ -80,7 +81,7 @@ __all__ = [
     "rock4_stability_polynomial",
 ]
 
-#: Degrees (stage counts) of the method: every s from 5 to 20, then ~6 % apart up to 301
+#: Degrees (stage counts) of the method: every s from 5 to 20, then ~6 % apart up to 292
 #: (a step uses the smallest degree whose ℓ_s covers h ρ, so at most ~6 % of the stages
 #: are spare beyond s = 20).
 ROCK4_DEGREES: tuple[int, ...] = tuple(range(5, 21)) + tuple(
@@ -440,16 +441,16 @@ def _write_table(path: str) -> None:
 # 0.05: 0.043–1.8 (23 of 24 in [0.1, 3]: heat at 1e-3 is 0.043); with 0.03: 0.06–3.3.
 _ERROR_FACTOR = 0.05
 # non-stiff steps (Tsit5) where h ρ < this (Tsit5's real stability interval ≈ [−3.5, 0];
-# the smallest degree, s = 5, covers h ρ ≤ 6.05 for 5 evaluations)
+# the smallest degree, s = 5, covers h ρ ≤ 5.45 for 5 evaluations)
 _ROCK4_NONSTIFF_MAX_HRHO = 2.5
 
 
 class ROCK4(AbstractStabilizedSolver):
     r"""Fourth-order stabilized explicit method with a three-term recurrence (ROCK4-type;
     see the module `flows._rock`), for gradient flows whose step is limited by the
-    spectral radius ρ of the Hessian: s stages stabilize h ρ ≤ ℓ_s ≈ 0.354 s² and a step
+    spectral radius ρ of the Hessian: s stages stabilize h ρ ≤ ℓ_s ≈ 0.318 s² and a step
     costs s evaluations (F(y_{n+1}) included) — against ESERK4's ≈ 10 s′ with
-    0.964 s′² ≥ h ρ, about 5× fewer at equal h.
+    0.964 s′² ≥ h ρ, about 6× fewer at equal h.
 
     Shares `RKC2`'s machinery (`flows._rkc.AbstractStabilizedSolver`): ρ by Hessian-vector
     power iteration, sub-steps when h ρ needs more than `max_stages`, the secant check
@@ -458,7 +459,7 @@ class ROCK4(AbstractStabilizedSolver):
 
     **Fields** as `RKC2`, except:
 
-    - `max_stages`: default 301 (the largest derived degree; h ρ ≤ ℓ_301 ≈ 3.2·10⁴ per
+    - `max_stages`: default 292 (the largest derived degree; h ρ ≤ ℓ_292 ≈ 2.7·10⁴ per
       (sub-)step). Degrees are 5…20 and then ~6 % apart (`ROCK4_DEGREES`).
     - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5; needs `tolerances`) or
       'none' (default: ROCK4 steps everywhere, s ≥ 5).
