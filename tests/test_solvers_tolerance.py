@@ -63,19 +63,31 @@ def test_stabilized_solvers_are_tolerance_proportional(solver, problem):
 
 
 @pytest.mark.parametrize("problem", list(SMALL))
-def test_rock4_never_under_delivers_and_over_delivers_at_most_25x(problem):
-    """ROCK4 (estimate with the last recurrence stage, × 0.05): err/rtol ≤ 3 at every rtol
-    1e-3 … 1e-8 and ≥ 0.04. Measured: 22 of the 24 cells in [0.1, 3] (Brusselator 0.71–1.85,
-    quartic 0.17–0.49, multi-stage 0.15–0.95, heat 0.097–0.19 from rtol 1e-4 on); the heat
-    equation at rtol 1e-3 is 0.043 and at 1e-5 0.097 — below the band, so the band is not
-    what is claimed here. With ROCK4's own estimator (F(y_1) in place of the recurrence
-    stage) the quartic flow was at 0.0004–0.003 (× 1) while the Brusselator was at 0.04–0.13:
-    no single factor brought both into the band."""
+def test_rock4_never_under_delivers(problem):
+    """ROCK4 (estimate with the last recurrence stage, × 0.2): err/rtol ≤ 3 at every rtol
+    1e-3 … 1e-8, and ≥ 0.01. Measured: heat 0.015–0.055, Brusselator 0.22–0.62, quartic
+    0.017–0.26, multi-stage 0.085–0.24 — conservative, below the band [0.1, 3] on the heat
+    equation (see `flows._rock._ERROR_FACTOR` for why one factor cannot serve its smooth
+    and its stiff modes both). With ROCK4's own estimator (F(y_1) in place of the
+    recurrence stage) the quartic flow was at 0.0004–0.003 (× 1) while the Brusselator was
+    at 0.04–0.13."""
     s = _stiff()
     rows = s.solve(SMALL[problem](s), "rock4", RTOLS)
     ratios = [r["err_rtol"] for r in rows]
     assert all(r["result"] == "True" for r in rows), rows
-    assert max(ratios) <= 3.0 and min(ratios) >= 0.04, ratios
+    assert max(ratios) <= 3.0 and min(ratios) >= 0.01, ratios
+
+
+def test_rock4_reports_the_error_of_stiff_modes():
+    """Heat equation N = 1000 (rough data, ρ ≈ 4·10⁶: the error sits in stiff modes, where
+    ROCK4's raw estimate is ≈ 5× the true local error): err/rtol ≤ 3 at rtol 1e-4 and 1e-6
+    (measured 0.94 and 0.54). With the estimate scaled × 0.05 (tuned on smooth problems)
+    it was 4.2 and 4.5."""
+    s = _stiff()
+    rows = s.solve(s.heat(1000), "rock4", (1e-4, 1e-6))
+    ratios = [r["err_rtol"] for r in rows]
+    assert all(r["result"] == "True" for r in rows), rows
+    assert max(ratios) <= 3.0, ratios
 
 
 def test_eserk4_stage_cap_does_not_split_very_stiff_steps():
