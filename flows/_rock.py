@@ -85,7 +85,7 @@ __all__ = [
 #: (a step uses the smallest degree whose ℓ_s covers h ρ, so at most ~6 % of the stages
 #: are spare beyond s = 20).
 ROCK4_DEGREES: tuple[int, ...] = tuple(range(5, 21)) + tuple(
-    sorted({int(round(20 * 1.06**k)) for k in range(1, 48) if 20 * 1.06**k <= 301.5})
+    sorted({int(round(20 * 1.06**k)) for k in range(1, 48) if 20 * 1.06**k <= 300})
 )
 
 # --- derivation (numpy / scipy; offline, results in flows/_rock4_table.py) -------------

@@ -387,7 +387,7 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
         "rtol": rtol,
         "rule": (
             f"tsit5 if rho*(t1-t0) < {AUTO_STIFF_RHO_SPAN:g}, else rkc at rtol >= "
-            f"{AUTO_ESERK_MAX_RTOL:g}, else eserk4"
+            f"{AUTO_ESERK_MAX_RTOL:g}, else rock4"
         ),
     }
 
@@ -437,7 +437,7 @@ def simulate(
     - `t1`, `t0`: time span (physical time of the flow).
     - `solver`: a name in `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5',
       'rkc', 'eserk4', 'rock4'), 'auto' (measures ρ·(t1 − t0), ρ the Hessian's spectral radius at
-      θ(0) by power iteration: 'tsit5' below 250, else 'rkc' at rtol ≥ 1e-6 and 'eserk4'
+      θ(0) by power iteration: 'tsit5' below 250, else 'rkc' at rtol ≥ 1e-6 and 'rock4'
       below; `flows.auto_solver`; the numbers and the choice are recorded in
       `config["solver_auto"]` and `stats.extra` `auto_rho`, `auto_rho_span`),
       or a diffrax solver object (any adaptive `diffrax.AbstractSolver`, e.g.

@@ -48,7 +48,7 @@ def test_first_step_is_chosen_from_the_spectral_radius():
 def test_stabilized_and_implicit_first_steps_measure_no_spectral_radius():
     """ρ(θ(0)) only caps the first step of a classical explicit solver; RKC2, ESERK4 and the
     implicit solvers start without that cap, so `simulate` no longer spends the 20
-    Hessian-vector products on it (RKC2 and ESERK4 estimate ρ themselves): `rho0` absent,
+    Hessian-vector products on it (RKC2, ESERK4 and ROCK4 estimate ρ themselves): `rho0` absent,
     2 first-step evaluations. Their first step is the one the rule gives without a cap."""
     import diffrax
 
@@ -56,7 +56,7 @@ def test_stabilized_and_implicit_first_steps_measure_no_spectral_radius():
 
     prob = _quartic_problem()
     th0 = prob.theta0
-    for name in ("rkc", "eserk4", "kvaerno5"):
+    for name in ("rkc", "eserk4", "rock4", "kvaerno5"):
         tr = flows.simulate(prob, solver=name, t1=0.01, rtol=1e-6, atol=1e-9, n_save=2)
         assert tr.stats.ok
         assert "rho0" not in tr.stats.extra and tr.stats["first_step_evals"] == 2, name
