@@ -4,10 +4,10 @@ Chebyshev steps): its coefficients, stability polynomial and order, from first p
 import math
 
 import diffrax
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _stabilized import order_solve
 
 from flows import ESERK4, rkc_eval_counts
 from flows._eserk import _BETA_C, ESERK_EPS, eserk4_stability_bound, extrapolation_weights
@@ -87,51 +87,12 @@ def test_one_step_is_the_stability_polynomial():
     np.testing.assert_allclose(np.asarray(sol.ys[-1]), _stability_poly(z, s), atol=1e-11)
 
 
-_D = 12
-_Q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((_D, _D)))
-_Y0 = np.random.default_rng(1).standard_normal(_D)
-
-
-@jax.jit
-def _order_solve(h, hrho, lam_max):
-    """Nonlinear, non-autonomous test field; the stage count is fixed through
-    `spectral_radius` = hrho / h, so the step-size sweep sees one method."""
-    a = jnp.asarray((_Q * -np.geomspace(0.1, 1.0, _D)) @ _Q.T) * lam_max
-
-    def f(t, y, args):
-        return a @ y + 0.1 * jnp.sin(t) * y**2
-
-    term = diffrax.ODETerm(f)
-    sol = diffrax.diffeqsolve(
-        term,
-        ESERK4(spectral_radius=lambda t, y, args: hrho / h),
-        0.0,
-        1.0,
-        h,
-        jnp.asarray(_Y0),
-        stepsize_controller=diffrax.ConstantStepSize(),
-        max_steps=200,
-        saveat=diffrax.SaveAt(t1=True, solver_state=True),
-    )
-    ref = diffrax.diffeqsolve(
-        term,
-        diffrax.Dopri8(),
-        0.0,
-        1.0,
-        1e-3,
-        jnp.asarray(_Y0),
-        stepsize_controller=diffrax.PIDController(rtol=1e-13, atol=1e-13),
-        max_steps=100_000,
-    )
-    return jnp.max(jnp.abs(sol.ys[-1] - ref.ys[-1])), sol.solver_state.stages
-
-
 @pytest.mark.parametrize(("hrho", "lam_max"), [(2.4, 2.0), (60.0, 2.0)])
 def test_order_four(hrho, lam_max):
     """Global error at t = 1 for h = 1/4 … 1/32 with a fixed stage count (s = 2, and s = 8
     with the stages spread over a wider stability interval): the fitted order is 4."""
     hs = np.array([1 / 4, 1 / 8, 1 / 16, 1 / 32])
-    out = [_order_solve(jnp.asarray(h), jnp.asarray(hrho), jnp.asarray(lam_max)) for h in hs]
+    out = [order_solve(ESERK4, jnp.asarray(h), jnp.asarray(hrho), jnp.asarray(lam_max)) for h in hs]
     errs = np.array([float(e) for e, _ in out])
     stages = {int(s) for _, s in out}
     assert len(stages) == 1  # one method across the sweep
