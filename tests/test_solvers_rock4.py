@@ -155,3 +155,43 @@ def test_simulate_rock4():
 def test_max_stages_below_the_smallest_degree_is_refused():
     with pytest.raises(ValueError, match="max_stages"):
         ROCK4(max_stages=4)
+
+
+def test_steps_beyond_the_largest_degree_are_split_into_sub_steps():
+    """With `max_stages=10` a step with h ρ = 2.9 ℓ_10 is taken as 3 sub-steps of degree 10:
+    on y′ = λ y it returns R_10(λ/3)³ (λ on [−2.9 ℓ_10, 0])."""
+    co = rock4_coefficients()
+    i = ROCK4_DEGREES.index(10)
+    ell = float(co["ell"][i])
+    rho = 2.9 * ell
+    z = -np.linspace(0.0, rho, 301)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, lam: lam * y),
+        ROCK4(spectral_radius=lambda t, y, a: rho, max_stages=10),
+        0.0,
+        1.0,
+        1.0,
+        jnp.ones_like(z),
+        args=jnp.asarray(z),
+        stepsize_controller=diffrax.ConstantStepSize(),
+        saveat=diffrax.SaveAt(t1=True, solver_state=True),
+    )
+    assert sol.ys is not None and sol.solver_state is not None
+    assert int(sol.solver_state.stages) == 3 * 10
+    expected = rock4_stability_polynomial(10, ell, TABLE[i]["roots"], z / 3.0) ** 3
+    np.testing.assert_allclose(np.asarray(sol.ys[-1]), expected, atol=1e-11)
+
+
+def test_a_non_finite_step_is_not_reported_successful():
+    """A field that turns NaN at t > 0.5 ends the solve with a failure, not a success."""
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(lambda t, y, a: jnp.where(t > 0.5, jnp.nan, -y)),
+        ROCK4(spectral_radius=lambda t, y, a: 50.0),
+        0.0,
+        1.0,
+        0.1,
+        jnp.ones(3),
+        stepsize_controller=diffrax.PIDController(rtol=1e-6, atol=1e-9),
+        throw=False,
+    )
+    assert sol.result != diffrax.RESULTS.successful
