@@ -10,6 +10,9 @@ Cases (`--case`):
   2-D symmetric Gaussians (n = 100, mean 3·e₁, seed 0), mean logistic loss, t = 10³
   (40 parameters; L(t) ~ 1/t there). t = 10³ keeps gradient descent at η = 10⁻⁴
   (10⁷ steps, ~1.5 min on 2 cores) feasible.
+- `bias-plateau`: §4's r-homogeneous example as `flows check bias-plateau` runs it
+  (k = 4, d = 16, r = 4, δ = 0.1, class-summed cross-entropy, 68 parameters) to the check's
+  horizon t ≈ 253 (1.5 × the reduced model's take-off time of the third class).
 
 Methods (rows): the toolkit's solvers (every name in `flows.SOLVERS`, so a new solver
 such as 'rkc' is picked up) at several tolerances — on the linear teacher with the
@@ -26,6 +29,7 @@ ratios hold on a noisy machine.
     python benchmarks/bench_work_precision.py                       # both cases, full size
     python benchmarks/bench_work_precision.py --case multistage     # ~80 min, 2 quiet cores
     python benchmarks/bench_work_precision.py --case linear-teacher # ~6 min
+    python benchmarks/bench_work_precision.py --case bias-plateau   # ~5 min
     python benchmarks/bench_work_precision.py --quick               # smoke test, tiny sizes
     python benchmarks/bench_work_precision.py --exclude 'η=1e-04'   # drop rows by label
     python benchmarks/bench_work_precision.py --repeat 3            # fastest of 3 per row

@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+import numpy as np
+
 import flows
+from flows.experiments import bias_plateau as bp
 from flows.experiments import linear_teacher as lt
-from flows.models import LeakyReLUNet, TwoLayer
+from flows.models import Homogeneous, LeakyReLUNet, TwoLayer
 
 __all__ = [
     "ATOL_FACTOR",
@@ -16,6 +19,7 @@ __all__ = [
     "FLOAT32_MIN_RTOL",
     "REF",
     "Case",
+    "bias_plateau_case",
     "linear_teacher_case",
     "multistage_case",
 ]
@@ -161,4 +165,63 @@ def linear_teacher_case(quick: bool) -> Case:
     )
 
 
-CASES = {"multistage": multistage_case, "linear-teacher": linear_teacher_case}
+def bias_plateau_case(quick: bool) -> Case:
+    """§4's r-homogeneous example as `flows check bias-plateau` runs it (its default
+    config: k classes, f_c(x) = ⟨W_c, x⟩^r + b_c, the class-summed cross-entropy), to the
+    check's horizon (`homogeneous_horizon`: 1.5 × the reduced model's time for the
+    (k−1)-th class); --quick stops at a tenth of it."""
+    cfg = bp.default_config()
+    data = bp.orthogonal_data(
+        k=cfg.k, n_per_class=cfg.n_per_class, d=cfg.d, sigma=cfg.sigma, seed=cfg.seed
+    )
+
+    def build(**kw):
+        model = Homogeneous(k=cfg.k, d=cfg.d, r=cfg.r, delta=cfg.delta)
+        return flows.make_problem(
+            model, data, key=cfg.seed, loss_fn=bp.class_sum_cross_entropy, **kw
+        )
+
+    w0 = np.diag(np.asarray(build().theta0["W"]))
+    t_check = bp.homogeneous_horizon(w0, cfg)
+    t1 = t_check / 10 if quick else t_check
+    config = {
+        "model": "Homogeneous",
+        "k": cfg.k,
+        "d": cfg.d,
+        "r": cfg.r,
+        "delta": cfg.delta,
+        "data": f"orthogonal_data(k={cfg.k}, n_per_class={cfg.n_per_class}, d={cfg.d}, "
+        f"sigma={cfg.sigma}, seed={cfg.seed})",
+        "loss": "class_sum_cross_entropy: (k/N) sum_x CE(f(x), y_x)",
+        "key": cfg.seed,
+        "t1": t1,
+        "source": "flows.experiments.bias_plateau.default_config(): the check's "
+        "r-homogeneous run and its horizon",
+    }
+    return Case(
+        name="bias-plateau",
+        title=f"r-homogeneous bias plateau (k = {cfg.k}, d = {cfg.d}, r = {cfg.r}, "
+        f"δ = {cfg.delta}, class-summed CE, t = {t1:.4g})",
+        config=config,
+        build=build,
+        t1=t1,
+        clocks=("physical",),
+        variant_clocks=("physical",),
+        gd_lrs=(1e-2, 1e-3) if quick else (1e-2, 1e-3, 1e-4),
+        grid=QUICK_GRID if quick else FULL_GRID,
+        variant_grid=QUICK_VARIANT_GRID if quick else FULL_VARIANT_GRID,
+        peer_rtols=PEER_GRID["quick" if quick else "full"],
+        scipy_methods=("RK45", "DOP853", "LSODA"),
+        notes=[
+            "A small smooth problem (68 parameters) whose difficulty is its long plateaus: "
+            f"W_ii grows like a tensor power from δ = {cfg.delta} and each class takes off "
+            "abruptly after a plateau, so the error is made at the take-offs.",
+        ],
+    )
+
+
+CASES = {
+    "multistage": multistage_case,
+    "linear-teacher": linear_teacher_case,
+    "bias-plateau": bias_plateau_case,
+}

@@ -9,7 +9,9 @@ entry:
   the squared error R = 1/(2n) Σ_i (f(x_i) − y_i)² (`flows.squared_error`);
 - the ±v leaky-ReLU net N(x) = v Σ_j σ(w_j·x) − v Σ_j σ(u_j·x), σ(z) = max(αz, z)
   (`flows.models.LeakyReLUNet`, no bias) with the mean logistic loss
-  (1/n) Σ_i log(1 + exp(−y_i N(x_i))) (`flows.logistic`).
+  (1/n) Σ_i log(1 + exp(−y_i N(x_i))) (`flows.logistic`);
+- the r-homogeneous net f_c(x) = ⟨W_c, x⟩^r + b_c (`flows.models.Homogeneous`) with the
+  class-summed cross-entropy (k/N) Σ_x CE(f(x), y_x) of the bias-plateau paper's §4.
 
 Everything is float64; data and θ(0) are copied from the JAX problem. The vector field
 −∇L is computed by `torch.autograd.grad`. Imports torch only (no JAX), so the module is
@@ -63,8 +65,9 @@ def _layout(theta0: dict) -> list[tuple[str, tuple[int, ...], int, int]]:
 
 
 def port_problem(problem) -> TorchObjective:
-    """The torch objective of a `flows.Problem` (two-layer tanh + squared error, or the
-    leaky-ReLU ±v net + logistic loss). Raises `NotImplementedError` for anything else."""
+    """The torch objective of a `flows.Problem` (two-layer tanh + squared error, the
+    leaky-ReLU ±v net + logistic loss, or the r-homogeneous net + class-summed
+    cross-entropy). Raises `NotImplementedError` for anything else."""
     model = problem.model
     family = model.describe().get("family", "")
     loss_name = getattr(problem.loss_fn, "__name__", "")
@@ -105,6 +108,21 @@ def port_problem(problem) -> TorchObjective:
             return torch.mean(torch.logaddexp(torch.zeros_like(out), -y * out))
 
         desc = "leaky-ReLU ±v net, mean logistic loss"
+    elif family == "r-homogeneous":
+        if loss_name != "class_sum_cross_entropy":
+            raise NotImplementedError(
+                f"r-homogeneous port needs the class-summed cross-entropy; got {loss_name}"
+            )
+        r = int(model.r)
+        labels = y.long()
+
+        def loss(th):
+            p = unpack(th)
+            logits = (x @ p["W"].T) ** r + p["b"]
+            k = logits.shape[-1]
+            return k * torch.nn.functional.cross_entropy(logits, labels)
+
+        desc = "r-homogeneous net, (k/N) sum_x CE"
     else:
         raise NotImplementedError(f"no torch port for model family {family!r}")
     return TorchObjective(loss=loss, theta0=flat0, description=desc)

@@ -56,6 +56,7 @@ from .runs import DeepRun as DeepRun
 from .runs import HomogeneousRun as HomogeneousRun
 from .runs import crossing_times as crossing_times
 from .runs import deep_runs as deep_runs
+from .runs import homogeneous_horizon as homogeneous_horizon
 from .runs import homogeneous_sweep as homogeneous_sweep
 from .runs import learned_times as learned_times
 from .runs import reduced_trajectory as reduced_trajectory

@@ -48,6 +48,7 @@ __all__ = [
     "HomogeneousRun",
     "crossing_times",
     "deep_runs",
+    "homogeneous_horizon",
     "homogeneous_sweep",
     "learned_times",
     "reduced_trajectory",
@@ -102,6 +103,28 @@ class HomogeneousRun:
     reason: str
 
 
+def homogeneous_horizon(w0, cfg: Config) -> float:
+    """The time horizon of §4's run from W_ii(0) = `w0` (k = len(w0) classes): `t_factor` ×
+    the time at which the reduced tensor-power ODE's (k−1)-th class reaches W_ii^r = 1
+    (r ≥ 3); 50/δ^(r−2) for r < 3. Raises `ConfigError` when there is none."""
+    w0 = np.asarray(w0, dtype=np.float64)
+    k = len(w0)
+    if cfg.r >= 3:
+        t_star = np.sort(np.asarray(rbp.blowup_times(w0, cfg.r, k)))
+        t_probe = np.linspace(0.0, 4.0 * float(t_star[k - 2]), cfg.n_save)
+        wp, _ = reduced_trajectory(w0, cfg.r, k, t_probe)
+        tc = np.sort(crossing_times(t_probe, wp, cfg.r))[k - 2]
+        t1 = cfg.t_factor * (tc if math.isfinite(tc) else t_probe[-1] / cfg.t_factor)
+    else:
+        t1 = 50.0 / cfg.delta ** max(cfg.r - 2, 0)
+    if not (math.isfinite(t1) and t1 > 0):
+        raise ConfigError(
+            f"no time horizon: the reduced tensor-power ODE from W_ii(0) = {w0} (δ = "
+            f"{cfg.delta}, r = {cfg.r}) gives t1 = {t1}; choose a smaller `delta`."
+        )
+    return float(t1)
+
+
 def run_homogeneous(
     cfg: Config, *, k: int | None = None, seed: int | None = None
 ) -> HomogeneousRun:
@@ -124,20 +147,7 @@ def run_homogeneous(
     bal = balance_reason(data.y, k)
     if bal:
         reasons.append(bal)
-    # Time horizon from the reduced model: 1.5 × the time the (k−1)-th class blows up.
-    if cfg.r >= 3:
-        t_star = np.sort(np.asarray(rbp.blowup_times(w0, cfg.r, k)))
-        t_probe = np.linspace(0.0, 4.0 * float(t_star[k - 2]), cfg.n_save)
-        wp, _ = reduced_trajectory(w0, cfg.r, k, t_probe)
-        tc = np.sort(crossing_times(t_probe, wp, cfg.r))[k - 2]
-        t1 = cfg.t_factor * (tc if math.isfinite(tc) else t_probe[-1] / cfg.t_factor)
-    else:
-        t1 = 50.0 / cfg.delta ** max(cfg.r - 2, 0)
-    if not (math.isfinite(t1) and t1 > 0):
-        raise ConfigError(
-            f"no time horizon: the reduced tensor-power ODE from W_ii(0) = {w0} (δ = "
-            f"{cfg.delta}, r = {cfg.r}) gives t1 = {t1}; choose a smaller `delta`."
-        )
+    t1 = homogeneous_horizon(w0, cfg)
     traj = simulate(
         problem,
         t1=float(t1),
