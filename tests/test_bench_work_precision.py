@@ -210,13 +210,19 @@ def test_ratios_are_read_off_the_curve_at_gd_error(wp):
     assert report.read_off_curve(rkc, 1e-4, "wall_s") == pytest.approx(2.0)
     assert report.read_off_curve(rkc, 1e-4, "vf_evals") == pytest.approx(800.0)
     assert report.read_off_curve(rkc, 1e-6, "wall_s") is None  # no extrapolation
-    head = report.headline([gd, *rkc, lucky])
+    # a family entirely below GD's error gets no ratio (no extrapolation), but is named
+    rock = [row("rock4", 1e-6, 3.0, 900), row("rock4", 1e-8, 6.0, 1800)]
+    head = report.headline([gd, *rkc, lucky, *rock])
     c = head["curve_vs_gd"]["solvers"]
-    assert list(c) == ["rkc"]
+    assert list(c) == ["rkc", "rock4"]
     assert c["rkc"]["wall_ratio"] == pytest.approx(50.0)
     assert c["rkc"]["evals_ratio"] == pytest.approx(25.0)
+    assert "wall_ratio" not in c["rock4"] and c["rock4"]["outside"] == "more accurate"
+    assert c["rock4"]["cheapest"]["vf_evals"] == 900
     assert head["wall_vs_gd"]["ratio"] == pytest.approx(1000.0)  # the lucky-row figure
-    assert "Read off the work-precision curves" in report.format_headline(head)[0]
+    first = report.format_headline(head)[0]
+    assert "Read off the work-precision curves" in first and "best rkc" in first
+    assert "rock4, every row more accurate" in first and "cheapest 900 evaluations" in first
 
 
 def test_nonstiff_controls_write_their_own_files_with_step_counts(wp, tmp_path):

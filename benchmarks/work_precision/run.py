@@ -249,11 +249,3 @@ def _json_default(o):
     if isinstance(o, np.generic):
         return o.item()
     return str(o)
-
-
-def _json_default(o):
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, np.generic):
-        return o.item()
-    return str(o)
