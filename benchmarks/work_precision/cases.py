@@ -68,6 +68,21 @@ class Case:
     notes: list[str]
 
 
+def _standard_settings(quick: bool) -> dict:
+    """What the multi-stage and bias-plateau cases share: the physical clock (standard
+    field and variants), GD at η = 1e-2, 1e-3 (and 1e-4 at full size), the standard
+    tolerance grids and scipy's RK45, DOP853 and LSODA."""
+    return dict(
+        clocks=("physical",),
+        variant_clocks=("physical",),
+        gd_lrs=(1e-2, 1e-3) if quick else (1e-2, 1e-3, 1e-4),
+        grid=QUICK_GRID if quick else FULL_GRID,
+        variant_grid=QUICK_VARIANT_GRID if quick else FULL_VARIANT_GRID,
+        peer_rtols=PEER_GRID["quick" if quick else "full"],
+        scipy_methods=("RK45", "DOP853", "LSODA"),
+    )
+
+
 def multistage_case(quick: bool) -> Case:
     m, t1 = (200, 2.0) if quick else (5000, 20.0)
     config = {
@@ -93,13 +108,7 @@ def multistage_case(quick: bool) -> Case:
         config=config,
         build=build,
         t1=t1,
-        clocks=("physical",),
-        variant_clocks=("physical",),
-        gd_lrs=(1e-2, 1e-3) if quick else (1e-2, 1e-3, 1e-4),
-        grid=QUICK_GRID if quick else FULL_GRID,
-        variant_grid=QUICK_VARIANT_GRID if quick else FULL_VARIANT_GRID,
-        peer_rtols=PEER_GRID["quick" if quick else "full"],
-        scipy_methods=("RK45", "DOP853", "LSODA"),
+        **_standard_settings(quick),
         notes=[
             "The explicit solvers are stability-limited on this wide net: the step count "
             "barely changes with rtol, so loosening the tolerance buys little time.",
@@ -205,13 +214,7 @@ def bias_plateau_case(quick: bool) -> Case:
         config=config,
         build=build,
         t1=t1,
-        clocks=("physical",),
-        variant_clocks=("physical",),
-        gd_lrs=(1e-2, 1e-3) if quick else (1e-2, 1e-3, 1e-4),
-        grid=QUICK_GRID if quick else FULL_GRID,
-        variant_grid=QUICK_VARIANT_GRID if quick else FULL_VARIANT_GRID,
-        peer_rtols=PEER_GRID["quick" if quick else "full"],
-        scipy_methods=("RK45", "DOP853", "LSODA"),
+        **_standard_settings(quick),
         notes=[
             "A small smooth problem (68 parameters) whose difficulty is its long plateaus: "
             f"W_ii grows like a tensor power from δ = {cfg.delta} and each class takes off "
