@@ -29,7 +29,7 @@ ratios hold on a noisy machine.
     python benchmarks/bench_work_precision.py                       # both cases, full size
     python benchmarks/bench_work_precision.py --case multistage     # ~80 min, 2 quiet cores
     python benchmarks/bench_work_precision.py --case linear-teacher # ~6 min
-    python benchmarks/bench_work_precision.py --case bias-plateau   # ~5 min
+    python benchmarks/bench_work_precision.py --case bias-plateau   # ~6 min
     python benchmarks/bench_work_precision.py --quick               # smoke test, tiny sizes
     python benchmarks/bench_work_precision.py --exclude 'η=1e-04'   # drop rows by label
     python benchmarks/bench_work_precision.py --repeat 3            # fastest of 3 per row
