@@ -38,8 +38,10 @@ from ._data import moments as moments  # noqa: E402
 from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
+from ._errors import WriteError as WriteError  # noqa: E402
 from ._eserk import ESERK4 as ESERK4  # noqa: E402
 from ._io import write_atomic as write_atomic  # noqa: E402
+from ._io import write_netcdf as write_netcdf  # noqa: E402
 from ._kinks import PiecewiseLinear as PiecewiseLinear  # noqa: E402
 from ._losses import cross_entropy as cross_entropy  # noqa: E402
 from ._losses import logistic as logistic  # noqa: E402

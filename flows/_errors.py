@@ -29,3 +29,15 @@ class SolverError(RuntimeError):
         super().__init__(message)
         self.t_reached = t_reached
         self.reason = reason
+
+
+class WriteError(OSError):
+    """A result could not be written (disk full, file too large, I/O error, a read-only
+    folder). Names the file and the cause; the file that was there before is untouched and
+    no temporary is left behind.
+
+    The CLI turns it into a message on stderr and exit status 3.
+    """
+
+    def __str__(self) -> str:
+        return str(self.strerror)

@@ -8,6 +8,7 @@ Knows nothing of sweeps or experiments; `_trajectory` and `_sweep` build on it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from ._errors import ConfigError
+from ._errors import ConfigError, WriteError
 
 __all__ = [
     "INDEX_NAME",
@@ -26,11 +27,14 @@ __all__ = [
     "REPORT_NAME",
     "FolderBusy",
     "add_owned_file",
+    "check_lock_file",
+    "check_regular_or_absent",
     "hdf5_hazard",
     "lock_folder",
     "remove_stale_temporaries",
     "temporary_target",
     "write_atomic",
+    "write_netcdf",
 ]
 
 #: The lock file `lock_folder` keeps in a folder (never deleted: unlinking a lock file that
@@ -80,23 +84,69 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
     **Returns:** `path`, as a `Path`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    # keep the unique name but let the writer create the file: writers such as netCDF's
-    # refuse or mishandle an existing file, and a fresh file gets the usual permissions
-    # rather than mkstemp's 0600
-    os.unlink(tmp)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+            kind = "a folder" if path.is_dir() else "not a regular file"
+            raise IsADirectoryError(errno.EISDIR, f"{kind} is in the way", str(path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        # keep the unique name but let the writer create the file: writers such as netCDF's
+        # refuse or mishandle an existing file, and a fresh file gets the usual permissions
+        # rather than mkstemp's 0600
+        os.unlink(tmp)
         write(tmp)
         _fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    except BaseException as exc:
+        if tmp is not None and os.path.lexists(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise _write_error(path, exc) from exc
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def _write_error(path: Path, exc: OSError) -> WriteError:
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    advice = {
+        errno.ENOSPC: "free some space or choose another --out",
+        errno.EDQUOT: "free some space or choose another --out",
+        errno.EFBIG: "the file exceeds the size limit of this process or file system "
+        "(`ulimit -f`); raise it or save less (e.g. fewer --n-save points)",
+        errno.EROFS: "choose a writable --out",
+        errno.EACCES: "choose a folder you can write to",
+    }.get(exc.errno or 0, "check the disk and the folder, then rerun")
+    err = WriteError(
+        exc.errno or errno.EIO,
+        f"could not write {str(path)!r}: {cause}; the file there before (if any) is "
+        f"untouched and no temporary was left. What to try: {advice}.",
+    )
+    return err
+
+
+def write_netcdf(path: str | os.PathLike, ds, encoding: dict | None = None) -> Path:
+    """Write the xarray Dataset `ds` as netCDF-4 (h5netcdf) at `path`, atomically
+    (`write_atomic`).
+
+    The file is serialized in memory first and then written with ordinary file writes: HDF5
+    writing straight to a file that hits a full disk or a file-size limit crashed the whole
+    process (segmentation fault in its close, measured with h5py 3.16); an ordinary write
+    fails with `OSError`, which becomes a `WriteError` naming the file and the cause. The
+    cost is one copy of the file in memory while it is written.
+
+    **Returns:** `path`, as a `Path`.
+    """
+    data = ds.to_netcdf(None, engine="h5netcdf", encoding=encoding or {})
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    return write_atomic(path, write)
 
 
 def temporary_target(name: str) -> str | None:
@@ -171,8 +221,15 @@ def lock_folder(folder: str | os.PathLike) -> Iterator[Path]:
         yield folder
         return
     lock = folder / LOCK_NAME
+    check_lock_file(folder)
     # O_NOFOLLOW: a planted symlink must not make us write our pid into another file
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot open the lock file {str(lock)!r} ({exc.strerror}); remove it if it is "
+            "not a plain file, or choose another --out."
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -183,6 +240,40 @@ def lock_folder(folder: str | os.PathLike) -> Iterator[Path]:
         yield folder
     finally:
         os.close(fd)  # releases the lock
+
+
+def check_lock_file(folder: str | os.PathLike) -> None:
+    """Refuse (`ConfigError`) a `folder/.lock` that is not a regular file (a symbolic link,
+    a folder, a FIFO): flows never writes through it nor removes it. Creates nothing."""
+    check_regular_or_absent(Path(folder) / LOCK_NAME, "flows' lock file")
+
+
+def check_regular_or_absent(path: str | os.PathLike, what: str) -> None:
+    """Refuse (`ConfigError`) a `path` that exists as anything but a regular file (a folder,
+    a symbolic link, a FIFO, a device) where flows is to write or read a file: it is never
+    written through, followed or removed. Run it before computing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot inspect {str(path)!r} ({exc.strerror}).") from None
+    if stat.S_ISREG(mode):
+        return
+    kind = (
+        "a folder"
+        if stat.S_ISDIR(mode)
+        else "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "not a regular file"
+    )
+    raise ConfigError(
+        f"{str(path)!r} (where {what} goes) is {kind}; flows writes only regular files and "
+        "never writes through, follows or removes anything else. Move it away or choose "
+        "another --out."
+    )
 
 
 def _holder(fd: int) -> int | None:
@@ -266,16 +357,108 @@ def versions() -> dict[str, str]:
 # Output folders that hold the user's files too
 
 
-#: The manifest of the files the toolkit wrote into an output folder. Only files it lists
-#: (or, in folders written before manifests existed, the experiment's own file names next to
-#: its `results.json`) are ever replaced; anything else in the folder is the user's.
+#: The manifest of the files the toolkit wrote into an output folder: for each, its size and
+#: SHA-256 at the moment it was written. A listed file is ours only while it is still that
+#: file (a plain name in the folder, a regular file, same size and digest): only such files
+#: are ever replaced or removed. The manifest is data, never instructions — a tampered or
+#: foreign entry (an absolute path, `../x`, a user's file, a file edited since) proves
+#: nothing and is ignored; anything not proven ours is the user's.
 MANIFEST = ".flows-owned.json"
+_MANIFEST_FORMAT = 2
 _TMP_MARK = ".flows-tmp-pid"
 #: The HTML report `flows check` and `flows simulate` write into their output folder, and
 #: the index `flows check all` writes above the experiments' folders. Both are owned
 #: outputs: listed in the folder's manifest, never written over a file of the user's.
 REPORT_NAME = "report.html"
 INDEX_NAME = "index.html"
+
+
+def file_digest(path: str | os.PathLike) -> dict[str, int | str]:
+    """`{"size": bytes, "sha256": hex}` of the regular file `path` (not following a
+    symlink), as recorded in the manifest."""
+    import hashlib
+
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{os.fspath(path)!r} is not a regular file")
+        size = 0
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def _plain_name(name: object) -> bool:
+    """A file name directly inside a folder: no separator, not `.`/`..`, no NUL."""
+    return (
+        isinstance(name, str)
+        and name not in ("", ".", "..", MANIFEST, LOCK_NAME)
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and os.path.basename(name) == name
+    )
+
+
+def _read_manifest(final: Path) -> tuple[dict[str, dict], bool] | None:
+    """The manifest's `{name: digest}` entries with plain names (others dropped), and its
+    `complete` flag; None when there is none. A manifest that cannot be read, or one written
+    before entries carried digests, gives no entries: it proves nothing."""
+    try:
+        raw = json.loads((final / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}, True
+    if not isinstance(raw, dict) or raw.get("format") != _MANIFEST_FORMAT:
+        return {}, True
+    files = raw.get("files")
+    if not isinstance(files, dict):
+        return {}, True
+    entries = {
+        n: d
+        for n, d in files.items()
+        if _plain_name(n)
+        and isinstance(d, dict)
+        and isinstance(d.get("size"), int)
+        and isinstance(d.get("sha256"), str)
+    }
+    return entries, bool(raw.get("complete", True))
+
+
+def _is_ours(final: Path, name: str, digest: dict) -> bool:
+    """`final/name` is a regular file with the size and digest the manifest recorded."""
+    try:
+        st = os.lstat(final / name)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != digest["size"]:
+            return False
+        return file_digest(final / name)["sha256"] == digest["sha256"]
+    except OSError:
+        return False
+
+
+def _owned(final: Path) -> dict[str, dict]:
+    """The files in `final` that the toolkit can prove it wrote (see `MANIFEST`), with their
+    digests. Folders without a manifest, or with one of an earlier format, own nothing."""
+    found = _read_manifest(final)
+    if found is None:
+        return {}
+    return {n: d for n, d in found[0].items() if _is_ours(final, n, d)}
+
+
+def _write_manifest(folder: Path, files: dict[str, dict], complete: bool) -> None:
+    text = json.dumps(
+        {
+            "format": _MANIFEST_FORMAT,
+            "written_by": "flows",
+            "complete": complete,
+            "files": {n: files[n] for n in sorted(files)},
+        },
+        indent=1,
+    )
+    write_atomic(folder / MANIFEST, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def check_output_path(path: str | os.PathLike, *, flag: str = "--out") -> Path:
@@ -285,11 +468,18 @@ def check_output_path(path: str | os.PathLike, *, flag: str = "--out") -> Path:
 
     **Returns:** the path. **Raises:** `ConfigError` naming `flag`.
     """
+    if not str(path).strip():
+        raise ConfigError(f"`{flag}` is empty; give a folder (it is created), e.g. {flag} results.")
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"`{flag}` {str(path)!r} is a file; give a folder (it is created).")
     probe = path
     while not probe.exists():
+        if os.path.islink(probe):  # a symlink to nothing (or a loop): nothing can be made there
+            raise ConfigError(
+                f"`{flag}` {str(path)!r}: {str(probe)!r} is a symbolic link to a missing "
+                f"target ({os.readlink(probe)!r}); remove the link or give another folder."
+            )
         if probe.parent == probe:
             break
         probe = probe.parent
@@ -309,35 +499,22 @@ def check_output_path(path: str | os.PathLike, *, flag: str = "--out") -> Path:
     return path
 
 
-def _owned(final: Path, experiment: str | None, names: tuple[str, ...]) -> set[str]:
-    """Names in `final` that the toolkit wrote (see `MANIFEST`)."""
-    try:
-        return set(json.loads((final / MANIFEST).read_text())["files"])
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError, KeyError, TypeError):
-        return set()  # an unreadable manifest owns nothing: refuse rather than guess
-    try:  # a folder written before manifests: our results.json marks our file names
-        old = json.loads((final / "results.json").read_text())
-        if old.get("experiment") == experiment and "flows-theory" in old.get("versions", {}):
-            return {n for n in names if (final / n).exists()}
-    except (OSError, ValueError, AttributeError):
-        pass
-    return set()
-
-
-def _conflicts(final: Path, experiment: str | None, names) -> list[str]:
+def _conflicts(final: Path, names) -> list[str]:
+    """The names among `names` that exist in `final` (as anything: file, folder, link) and
+    that the toolkit cannot prove it wrote."""
     if not final.is_dir():
         return []
-    owned = _owned(final, experiment, tuple(names))
-    return sorted(n for n in names if (final / n).exists() and n not in owned)
+    owned = _owned(final)
+    return sorted(n for n in names if os.path.lexists(final / n) and n not in owned)
 
 
 def _conflict_error(final: Path, conflicts: list[str], kept: Path | None = None) -> ConfigError:
     where = f" This run's outputs were kept in {str(kept)!r}." if kept else ""
     return ConfigError(
-        f"{str(final)!r} holds {', '.join(conflicts)} that flows did not write; it never "
-        f"overwrites them. Move them away or choose another `--out`.{where}"
+        f"{str(final)!r} holds {', '.join(conflicts)} that flows cannot prove it wrote (not "
+        "in the folder's manifest with the same content: a file of yours, one edited since, "
+        "or one written by an older flows without content digests); it never overwrites or "
+        f"removes such files. Move them away or choose another `--out`.{where}"
     )
 
 
@@ -351,85 +528,120 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _staging_mark(folder_name: str, pid: int) -> str:
+    """The marker a staging folder carries: its own name and the creating pid, sealed with
+    their digest, so that only folders made by `OutputDir` for this name are recognized."""
+    import hashlib
+
+    seal = hashlib.sha256(f"flows-staging\0{folder_name}\0{pid}".encode()).hexdigest()
+    return json.dumps({"written_by": "flows", "folder": folder_name, "pid": pid, "seal": seal})
+
+
+def _staging_pid(folder: Path) -> int | None:
+    """The pid in `folder`'s staging marker when the marker is flows' own for this folder
+    (a regular file, matching name and seal); None otherwise."""
+    mark = folder / _TMP_MARK
+    try:
+        if not stat.S_ISREG(os.lstat(mark).st_mode):
+            return None
+        raw = json.loads(mark.read_text(encoding="utf-8"))
+        pid = raw["pid"]
+        if not isinstance(pid, int) or raw != json.loads(_staging_mark(folder.name, pid)):
+            return None
+        return pid
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError):
+        return None
+
+
 class OutputDir:
     """Collects an experiment's outputs in a hidden temporary folder next to `final`, and
     moves them into place only when everything has been written (`commit`).
 
     Into an existing `final` it moves only its own files, replacing only files the toolkit
-    wrote there before (`MANIFEST`); a file of the user's with one of its names is refused
-    up front (`ConfigError`), and every other file in the folder is left alone. A crash
-    leaves no half-written folder behind as if complete: the manifest is marked incomplete
-    while files are moved and complete after the last one (`results.json`) is in place.
+    can prove it wrote there before (`MANIFEST`: same name, size and SHA-256); a file of the
+    user's with one of its names is refused up front (`ConfigError`), and every other file in
+    the folder is left alone. A crash leaves no half-written folder behind as if complete:
+    the manifest is marked incomplete while files are moved and complete after the last one
+    (`results.json`) is in place.
 
     **Arguments:** `final`, the folder; `names`, the files the experiment writes (every
-    written name must be one of them); `experiment`, its name (for folders written before
-    manifests).
+    written name must be one of them); `experiment`, its name (kept for the callers; the
+    manifest alone decides what is ours).
     """
 
     def __init__(self, final: Path, names: tuple[str, ...], experiment: str | None = None):
         self.final = Path(final)
         self.names = tuple(names)
         self.experiment = experiment
-        check_output_path(self.final)
-        conflicts = _conflicts(self.final, experiment, self.names)
-        if conflicts:
-            raise _conflict_error(self.final, conflicts)
+        self.preflight(self.final, self.names, experiment)
         self.final.parent.mkdir(parents=True, exist_ok=True)
         self._clean_stale()
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final.name}.", dir=self.final.parent))
-        (self.tmp / _TMP_MARK).write_text(str(os.getpid()))
+        (self.tmp / _TMP_MARK).write_text(_staging_mark(self.tmp.name, os.getpid()))
 
     @staticmethod
     def preflight(final: Path, names: tuple[str, ...], experiment: str | None = None) -> None:
         """The checks of the constructor, creating nothing: run them before computing."""
         check_output_path(final)
-        conflicts = _conflicts(Path(final), experiment, names)
+        check_regular_or_absent(Path(final) / MANIFEST, "flows' manifest")
+        conflicts = _conflicts(Path(final), names)
         if conflicts:
             raise _conflict_error(Path(final), conflicts)
 
     def _clean_stale(self) -> None:
-        """Remove temporary folders of earlier runs that were killed (their pid is gone)."""
-        for d in self.final.parent.glob(f".{self.final.name}.*"):
-            mark = d / _TMP_MARK
-            try:
-                pid = int(mark.read_text())
-            except (OSError, ValueError):
+        """Empty and remove the staging folders of earlier runs that were killed: folders
+        named as `mkdtemp` names ours, carrying our sealed marker, whose process is gone.
+        Only the marker and files with this experiment's output names are removed, and the
+        folder only once it is empty — anything else in it is left where it is."""
+        shape = re.compile(rf"^\.{re.escape(self.final.name)}\.[a-z0-9_]{{8}}$")
+        try:
+            entries = list(os.scandir(self.final.parent))
+        except OSError:
+            return
+        for entry in entries:
+            if not shape.match(entry.name) or not entry.is_dir(follow_symlinks=False):
                 continue
-            if pid != os.getpid() and not _pid_alive(pid):
-                shutil.rmtree(d, ignore_errors=True)
+            d = Path(entry.path)
+            pid = _staging_pid(d)
+            if pid is None or pid == os.getpid() or _pid_alive(pid):
+                continue
+            for name in (*self.names, _TMP_MARK):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(os.lstat(d / name).st_mode):
+                        os.unlink(d / name)
+            with contextlib.suppress(OSError):
+                d.rmdir()  # refuses when something else is left: then it stays
 
     def path(self, name: str) -> Path:
         if name not in self.names:
             raise ValueError(f"{name!r} is not among the declared outputs {self.names}")
         return self.tmp / name
 
-    def _write_manifest(self, folder: Path, files, complete: bool) -> None:
-        text = json.dumps(
-            {"files": sorted(files), "complete": complete, "written_by": "flows"}, indent=1
-        )
-        write_atomic(folder / MANIFEST, lambda tmp: Path(tmp).write_text(text))
-
     def commit(self) -> list[Path]:
         (self.tmp / _TMP_MARK).unlink()
         names = sorted(p.name for p in self.tmp.iterdir())
         # results.json last: its presence with a complete manifest marks a finished run
         names.sort(key=lambda n: n == "results.json")
+        digests = {n: file_digest(self.tmp / n) for n in names}
         if not self.final.exists():
-            self._write_manifest(self.tmp, names, complete=True)
+            _write_manifest(self.tmp, digests, complete=True)
             os.replace(self.tmp, self.final)
             return [self.final / n for n in names]
-        conflicts = _conflicts(self.final, self.experiment, names)
+        conflicts = _conflicts(self.final, names)
         if conflicts:  # a user's file appeared while we computed
             kept = self.final.with_name(f"{self.final.name}.new-{os.getpid()}")
             os.replace(self.tmp, kept)
             raise _conflict_error(self.final, conflicts, kept)
-        stale = _owned(self.final, self.experiment, self.names) - set(names)
-        self._write_manifest(self.final, set(names) | stale, complete=False)
+        owned = _owned(self.final)
+        stale = {n: d for n, d in owned.items() if n in self.names and n not in digests}
+        _write_manifest(self.final, {**owned, **digests}, complete=False)
         for n in names:
             os.replace(self.tmp / n, self.final / n)
-        for n in stale:  # ours, from an earlier run, not rewritten now
-            (self.final / n).unlink(missing_ok=True)
-        self._write_manifest(self.final, names, complete=True)
+        for n, d in stale.items():  # ours, from an earlier run, not rewritten now
+            if _is_ours(self.final, n, d):  # proven again right before removal
+                (self.final / n).unlink(missing_ok=True)
+        kept_owned = {n: d for n, d in owned.items() if n not in stale}
+        _write_manifest(self.final, {**kept_owned, **digests}, complete=True)
         self.tmp.rmdir()
         return [self.final / n for n in names]
 
@@ -444,29 +656,27 @@ def add_owned_file(
     experiment: str | None = None,
 ) -> Path:
     """Write `final/name` atomically (`write_atomic`) and list it in the folder's manifest
-    as written by the toolkit, next to what an `OutputDir` committed there before.
+    (with its size and digest) next to what an `OutputDir` committed there before.
 
     For a file added after the outputs of a run were committed (the HTML report). A file
-    `name` that exists and that the toolkit did not write is refused (`ConfigError`), as
-    `OutputDir` refuses it; a folder without a manifest gets one listing only `name`.
+    `name` that exists and that the toolkit cannot prove it wrote is refused
+    (`ConfigError`), as `OutputDir` refuses it; a folder without a manifest gets one listing
+    only `name`.
 
     **Returns:** the path written.
     """
     final = Path(final)
-    conflicts = _conflicts(final, experiment, (name,))
+    conflicts = _conflicts(final, (name,))
     if conflicts:
         raise _conflict_error(final, conflicts)
-    try:
-        manifest = json.loads((final / MANIFEST).read_text())
-        files = set(manifest["files"])
-        complete = bool(manifest.get("complete", True))
-    except FileNotFoundError:
-        files, complete = _owned(final, experiment, ()), True
-    except (OSError, ValueError, KeyError, TypeError):
-        raise _conflict_error(final, [name]) from None
-    path = write_atomic(final / name, write)
-    text = json.dumps(
-        {"files": sorted(files | {name}), "complete": complete, "written_by": "flows"}, indent=1
-    )
-    write_atomic(final / MANIFEST, lambda tmp: Path(tmp).write_text(text))
+    found = _read_manifest(final)
+    complete = True if found is None else found[1]
+    digest: dict = {}
+
+    def write_and_digest(tmp: str) -> None:
+        write(tmp)
+        digest.update(file_digest(tmp))
+
+    path = write_atomic(final / name, write_and_digest)
+    _write_manifest(final, {**_owned(final), name: digest}, complete)
     return path

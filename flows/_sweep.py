@@ -60,8 +60,10 @@ import io
 import itertools
 import json
 import math
+import os
 import re
 import signal
+import stat
 import threading
 import time
 import uuid
@@ -76,10 +78,13 @@ from ._errors import ConfigError
 from ._io import (
     LOCK_NAME,
     FolderBusy,
+    check_lock_file,
+    check_regular_or_absent,
     hdf5_hazard,
     lock_folder,
     remove_stale_temporaries,
     write_atomic,
+    write_netcdf,
 )
 from ._trajectory import versions
 
@@ -184,6 +189,10 @@ def no_duplicates(values: list, flag: str, name: str) -> tuple:
     return tuple(values)
 
 
+#: The most points one sweep's grid may hold: refused up front, before anything is built
+#: (each point is a file in `points/`; 10⁸ seeds were once accepted and built).
+MAX_GRID_POINTS = 100_000
+
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
@@ -197,6 +206,11 @@ def parse_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
                 lo, hi = int(rng.group(1)), int(rng.group(2))
                 if hi < lo:
                     raise ConfigError(f"{flag}: range {part!r} is empty (end before start).")
+                if hi - lo + 1 + len(seeds) > MAX_GRID_POINTS:
+                    raise ConfigError(
+                        f"{flag}: range {part!r} holds {hi - lo + 1:,} seeds; a sweep grid "
+                        f"holds at most {MAX_GRID_POINTS:,} points. Give a shorter range."
+                    )
                 seeds.extend(range(lo, hi + 1))
             else:
                 seeds.append(to_int(part, flag))
@@ -263,6 +277,13 @@ def grid_points(axes: Sequence[Axis], values: Mapping[str, Any]) -> list[tuple]:
         if axis.name not in values:
             raise ConfigError(f"{axis.flag} is missing: give the values of `{axis.name}`.")
         parsed.append(axis.parse(values[axis.name]))
+    n = math.prod(len(p) for p in parsed)
+    if n > MAX_GRID_POINTS:
+        sizes = " × ".join(f"{len(p)} ({a.flag})" for a, p in zip(axes, parsed, strict=True))
+        raise ConfigError(
+            f"the grid has {n:,} points ({sizes}); a sweep holds at most "
+            f"{MAX_GRID_POINTS:,}. Split it into several sweeps or give fewer values."
+        )
     return list(itertools.product(*parsed))
 
 
@@ -387,7 +408,7 @@ def _write_netcdf_atomic(ds: xr.Dataset, path: Path) -> Path:
         for v in ds.data_vars
         if ds[v].dtype.kind in "fiu" and ds[v].ndim > 0
     }
-    return write_atomic(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding))
+    return write_netcdf(path, ds, encoding)
 
 
 def _write_text_atomic(path: Path, text: str) -> Path:
@@ -468,7 +489,10 @@ def _read_point(path: Path, spec: AbstractSweepSpec) -> tuple[dict | None, str |
     layout of a point of this sweep (`_point_schema`), or was written with other
     settings."""
     try:
-        size = path.stat().st_size
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read; a link may lead out
+            raise _Rejected("not a regular file (a folder, link, FIFO or device)")
+        size = st.st_size
         if size > _point_max_bytes(spec):
             raise _Rejected(f"{size} bytes, far more than a point file of this sweep")
         # read once: the bytes checked are the bytes parsed, whatever happens to the file
@@ -759,6 +783,7 @@ def sweep(
         raise ConfigError(f"`connect_timeout` must be > 0 seconds; got {connect_timeout!r}.")
     out = Path(out)
     _check_out(out, spec)  # refuse early, before connecting; checked again under the lock
+    _check_paths(out, spec, points)
     client = _connect(scheduler, connect_timeout) if scheduler else None
     try:
         with _Interrupts() as interrupts, _locked(out):
@@ -767,6 +792,26 @@ def sweep(
     finally:
         if client is not None:
             client.close()
+
+
+def _check_paths(out: Path, spec: AbstractSweepSpec, points: list[tuple]) -> None:
+    """Refuse, before computing, anything in `out` that stands where the sweep writes a file
+    and is not a regular file (a folder, a link, a FIFO): the lock, the manifest, the
+    combined file, the figure, and the files of this grid's points; and a `points` that is
+    not a folder."""
+    check_lock_file(out)
+    tops = ["manifest.json", "sweep.nc", *([spec.figure_name] if spec.figure_name else [])]
+    for name in tops:
+        check_regular_or_absent(out / name, f"the sweep's {name}")
+    points_dir = out / "points"
+    if os.path.lexists(points_dir) and (points_dir.is_symlink() or not points_dir.is_dir()):
+        raise ConfigError(
+            f"{str(points_dir)!r} must be the sweep's folder of point files; it is a file or a "
+            "link. Move it away or choose another --out."
+        )
+    if points_dir.is_dir():
+        for p in points:
+            check_regular_or_absent(points_dir / f"{spec.point_id(p)}.nc", "a point's file")
 
 
 @contextlib.contextmanager

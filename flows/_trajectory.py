@@ -14,6 +14,7 @@ import xarray as xr
 # the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
 from ._io import versions as versions
 from ._io import write_atomic as write_atomic
+from ._io import write_netcdf
 from ._stats import SolveStats, certificate
 
 __all__ = ["Trajectory", "assemble_trajectory", "versions", "write_atomic"]
@@ -102,9 +103,7 @@ class Trajectory:
         """Write netCDF (compressed) atomically: a crash never leaves a half-written file."""
         ds = self.to_dataset()
         encoding = {v: {"zlib": True, "complevel": 4} for v in ds.data_vars}
-        return write_atomic(
-            path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
-        )
+        return write_netcdf(path, ds, encoding)
 
 
 def assemble_trajectory(

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows import _cli
+from flows import _cli, _io
 from flows.experiments import EXPERIMENTS, Report
 from flows.experiments.base import MANIFEST, OutputDir
 from flows.models import TwoLayer
@@ -68,20 +68,21 @@ def test_output_dir_refuses_a_users_file_with_one_of_its_names(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["multistage"]
 
 
-def test_output_dir_reads_folders_written_before_manifests(tmp_path):
+def test_output_dir_refuses_folders_it_cannot_prove_it_wrote(tmp_path):
+    """A folder written before manifests carried content digests (or by hand to look like
+    ours: a results.json naming the experiment) proves nothing: its files are refused, never
+    overwritten."""
     final = tmp_path / "multistage"
     final.mkdir()
     legacy = {"experiment": "multistage", "versions": {"flows-theory": "0.1.0"}}
     (final / "results.json").write_text(json.dumps(legacy))
     (final / "trajectory.nc").write_text("old run")
-    _write_all(OutputDir(final, NAMES, "multistage"), "new")
-    assert (final / "trajectory.nc").read_text() == "new trajectory.nc"
-    # a results.json of another experiment does not make the folder ours
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "results.json").write_text(json.dumps({**legacy, "experiment": "bias-plateau"}))
-    with pytest.raises(flows.ConfigError):
-        OutputDir(other, NAMES, "multistage")
+    with pytest.raises(flows.ConfigError, match="cannot prove"):
+        OutputDir(final, NAMES, "multistage")
+    (final / MANIFEST).write_text(json.dumps({"files": list(NAMES), "complete": True}))
+    with pytest.raises(flows.ConfigError, match="results.json, trajectory.nc"):
+        OutputDir(final, NAMES, "multistage")
+    assert (final / "trajectory.nc").read_text() == "old run"
 
 
 def test_output_dir_abort_and_killed_runs_leave_nothing(tmp_path):
@@ -93,9 +94,10 @@ def test_output_dir_abort_and_killed_runs_leave_nothing(tmp_path):
     # a temporary folder of a killed run (its pid is gone) is removed by the next run
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = tmp_path / ".exp.killed"
+    stale = tmp_path / ".exp.killed01"
     stale.mkdir()
-    (stale / ".flows-tmp-pid").write_text(str(dead.pid))
+    (stale / ".flows-tmp-pid").write_text(_io._staging_mark(stale.name, dead.pid))
+    (stale / "a.png").write_text("half")
     (tmp_path / ".exp.users").mkdir()  # not ours: no marker, kept
     OutputDir(final, NAMES, "exp").abort()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.users"]

@@ -561,3 +561,42 @@ def test_bad_scheduler_address_gives_the_message_only(tmp_path, monkeypatch):
     assert "flows: error: cannot reach the Dask scheduler at 'foo://bar'" in proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------
+# Odd paths in a sweep folder: refused before computing, never read or written through
+
+
+def test_a_folder_where_a_point_file_goes_is_refused_before_computing(tmp_path, computed):
+    out = tmp_path / "sweep"
+    _run(out, alpha="0.75")
+    (out / "points" / "m20_alpha1.0_seed1.nc").mkdir()
+    with pytest.raises(flows.ConfigError, match="m20_alpha1.0_seed1.nc.*is a folder"):
+        _run(out)
+    assert len(computed) == 1  # only the first sweep computed
+    (out / "points" / "m20_alpha1.0_seed1.nc").rmdir()
+    (out / "sweep.nc").unlink()
+    (out / "sweep.nc").symlink_to(tmp_path / "elsewhere.nc")
+    with pytest.raises(flows.ConfigError, match="sweep.nc.*symbolic link"):
+        _run(out)
+    assert not (tmp_path / "elsewhere.nc").exists() and len(computed) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_in_points_is_rejected_not_read(tmp_path, computed, capsys):
+    """Reading a FIFO blocks until a writer comes: the sweep hung. It is rejected unread."""
+    out = tmp_path / "sweep"
+    _run(out)
+    os.mkfifo(out / "points" / "m20_alpha2.0_seed0.nc")  # not in the grid: left out
+    result = _run(out, progress=True)
+    text = capsys.readouterr().out
+    assert result.n_run == 0
+    assert "rejected points/m20_alpha2.0_seed0.nc: not a regular file" in text
+
+
+def test_grids_too_large_are_refused_before_anything_is_built(tmp_path, computed):
+    with pytest.raises(flows.ConfigError, match="100,000,001 seeds"):
+        _run(tmp_path / "sweep", seeds="0-100000000")
+    with pytest.raises(flows.ConfigError, match="at most 100,000"):
+        _run(tmp_path / "sweep", m=",".join(str(20 + i) for i in range(400)), seeds="0-299")
+    assert not (tmp_path / "sweep").exists() and not computed
