@@ -24,7 +24,10 @@ EXIT_INTERRUPTED = 130
 
 
 def _exit_at_once(signum, frame):
-    os.write(2, b"flows: interrupted while starting; nothing was computed or written.\n")
+    try:
+        os.write(2, b"flows: interrupted while starting; nothing was computed or written.\n")
+    except OSError:  # stderr gone (a closed pipe, a full disk): exit all the same
+        pass
     os._exit(EXIT_INTERRUPTED)
 
 

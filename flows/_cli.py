@@ -4,28 +4,43 @@
 The parser is generated from the experiment registry (`flows.experiments.EXPERIMENTS`):
 each paper declares its own `simulate` and `sweep` flags.
 
-Exit status: 0 success (no applicable check failed), 1 a check or identity failed (sweep:
-a grid point failed), 2 bad input (before anything is computed or written), 3 a solver
-failure or a failed accuracy certificate (the message names the time reached and what to
-try), 130 interrupted (Ctrl-C).
+Exit status: 0 success (no applicable check failed), 1 a check or identity failed
+(sweep: a grid point failed), 2 bad input (before anything is computed or written; also
+an environment variable JAX cannot start with, `JAX_PLATFORMS` or `XLA_FLAGS`: the
+message names it and how to unset it), 3 a solver failure or a failed accuracy
+certificate (the message names the time reached and what to try) or a result that could
+not be written (disk full, file too large: the file and the cause named, the previous
+file untouched; stdout to a full disk or `/dev/full`: one line "flows: error: cannot
+write output: <cause>" on stderr), 130 interrupted (Ctrl-C), 141 the reader of the
+output went away (`flows derive | head -1`): no message and no traceback, as a Unix tool
+that SIGPIPE ended (128 + 13, what the shell shows for `cat`; Python's recommended
+pattern — stdout pointed at /dev/null, then exit — with 141 rather than 1, which here
+means a failed check).
+
+Output survives any terminal: where stdout's or stderr's encoding lacks the toolkit's
+characters (`PYTHONIOENCODING=ascii`, a latin-1 terminal) they are written in ASCII
+(→ "->", ≤ "<=", θ "theta", x² "x^2", ȧ "a'", anything else as a `\\u` escape), never an
+error (`_spell_unencodable`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import json
 import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from . import _flags as fl
-from ._errors import ConfigError, SolverError
+from ._errors import ConfigError, SolverError, WriteError
 from ._flags import Flag
 from ._io import REPORT_NAME
 
@@ -393,12 +408,15 @@ def _flag_values(args, flags) -> dict:
 
 
 def _cmd_simulate(args) -> int:
-    from ._io import check_output_path
+    from ._io import check_lock_file, check_output_path, check_regular_or_absent
 
     exp = _experiments()[args.experiment]
+    fl.refuse_inapplicable(exp.simulate_flags, args)  # a flag its --method ignores
     out = check_output_path(args.out) / "trajectory.nc"
     report = out.with_name(REPORT_NAME)
+    check_lock_file(out.parent)
     for target in (out, report):
+        check_regular_or_absent(target, "the " + target.name)  # even with --overwrite
         if target.exists() and not args.overwrite:
             raise _exists_error(target)
     options = _flag_values(args, exp.simulate_flags)
@@ -469,6 +487,7 @@ def _cmd_sweep(args) -> int:
     from ._io import check_output_path
 
     exp = _experiments()[args.experiment]
+    fl.refuse_inapplicable(exp.sweep_flags, args)  # a flag its --method ignores
     check_output_path(args.out)
     timer = _SweepTimer()
     try:
@@ -532,18 +551,44 @@ def _cmd_derive(args) -> int:
     return EXIT_FAILED if any(r.status == "fails" for r in results) else EXIT_OK
 
 
+#: errno values of a write that failed for want of room or of a working disk (exit 3).
+_DISK_ERRNOS = frozenset(
+    getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EROFS") if hasattr(errno, n)
+)
+
+
+def _write_failure(exc: OSError) -> str:
+    """The message of a failed write: `WriteError`s already name the file and what to try;
+    an `OSError` raised by another writer (a figure into the staging folder) gets the file,
+    the cause, and the assurance that nothing was half-written as complete."""
+    if isinstance(exc, WriteError):
+        return str(exc)
+    where = f" {exc.filename!r}" if exc.filename else " a result file"
+    return (
+        f"could not write{where}: {exc.strerror or exc}; nothing was written as complete "
+        "(outputs are moved into place only when all are written). Free some space or "
+        "choose another --out."
+    )
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)
 
 
-def main(argv=None) -> int:
-    """Run the command line; returns the exit status (see the module docstring)."""
+def main(argv=None, *, check_environment: bool = False) -> int:
+    """Run the command line; returns the exit status (see the module docstring).
+
+    `check_environment` (the console script): first refuse a `JAX_PLATFORMS` or
+    `XLA_FLAGS` that JAX cannot start with (`_check_environment`; free when neither is
+    set)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a refused flag (2, message printed)
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     try:
+        if check_environment:
+            _check_environment()
         if args.command == "check":
             return _cmd_check(args)
         if args.command == "simulate":
@@ -556,6 +601,11 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     except SolverError as exc:
         print(f"flows: solver failure: {exc}", file=sys.stderr)
+        return EXIT_SOLVER
+    except OSError as exc:  # a result that could not be written: named, never a traceback
+        if not isinstance(exc, WriteError) and exc.errno not in _DISK_ERRNOS:
+            raise
+        print(f"flows: error: {_write_failure(exc)}", file=sys.stderr)
         return EXIT_SOLVER
     except KeyboardInterrupt:
         print(_INTERRUPT_MESSAGE, end="", file=sys.stderr)
@@ -598,7 +648,8 @@ def _watch_interrupts() -> None:
         while signal.SIGINT not in r.recv(64):
             pass
         time.sleep(INTERRUPT_GRACE_S)
-        os.write(2, _INTERRUPT_MESSAGE.encode())
+        with contextlib.suppress(OSError):  # stderr gone (closed pipe, full disk): exit anyway
+            os.write(2, _INTERRUPT_MESSAGE.encode())
         os._exit(EXIT_INTERRUPTED)
 
     threading.Thread(target=watch, name="flows-interrupt-watch", daemon=True).start()
@@ -616,6 +667,301 @@ def _quiet_interrupts(unraisable, _default=sys.unraisablehook) -> None:
     _default(unraisable)
 
 
+# ---- the environment JAX starts in ----------------------------------------------------
+
+#: Seconds a probe of `XLA_FLAGS` may take before it is given up (the run then goes on).
+ENV_PROBE_TIMEOUT_S = 120.0
+#: The probes, run as `python -c`: a bare XLA CPU client (≈0.3 s: parses XLA_FLAGS, and XLA
+#: aborts the process on a flag it refuses), then, only if that failed, what the run does.
+_PROBE_XLA = "from jaxlib import xla_client\nxla_client.make_cpu_client()\n"
+_PROBE_JAX = "import jax\njax.devices()\n"
+#: An error or fatal line of XLA's log: "F1203 14:43:40.766182 4510 file.cc:234] message".
+_XLA_LOG = re.compile(r"^([EF])\d{4} [\d:.]+\s+\d+ [^\]\s]+\] (.*)$", re.MULTILINE)
+
+
+def _unset_advice(name: str) -> str:
+    import shlex
+
+    return f"`unset {name}`, or run `env -u {name} {shlex.join(_command())}`"
+
+
+def _probe(code: str, env: dict) -> subprocess.CompletedProcess | None:
+    """`code` run by this Python in a child process with `env`; None when it could not be
+    run or took longer than `ENV_PROBE_TIMEOUT_S` (no verdict)."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=ENV_PROBE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _xla_complaint(stderr: str) -> str | None:
+    """What XLA said when it refused its flags: the error lines (the cause), else the fatal
+    one; None when the log has neither (the failure was not XLA's)."""
+    lines = _XLA_LOG.findall(stderr)
+    said = [m for level, m in lines if level == "E"] or [m for level, m in lines]
+    text = " ".join(m.strip() for m in said).rstrip(".")
+    return text[:400] + (" ..." if len(text) > 400 else "") if text else None
+
+
+def _check_environment() -> None:
+    """Refuse (`ConfigError`, exit 2) an environment that JAX cannot start in, before
+    anything runs, naming the variable and how to unset it.
+
+    - `XLA_FLAGS`: XLA parses it when the first backend starts and, on a flag it does not
+      know, a value it cannot read or a first word without "--" (read as a file name),
+      logs a fatal line and ends the process (status 1, no Python exception). That cannot
+      be caught in this process, so it is tried first in a child process: a bare XLA CPU
+      client (measured 0.3 s; every XLA flag, GPU ones included, is known to it), and only
+      if that fails, `jax.devices()` as the run would call it (2 s), so that nothing the
+      run would accept is refused.
+    - `JAX_PLATFORMS`: a backend that is unknown or cannot start here (`cuda` without a
+      GPU or its plugin) raises a Python exception (an empty `AssertionError` for `cuda`
+      with jax 0.10) on the first use of JAX; tried here in this process, at the cost of
+      starting the backend the run starts anyway.
+
+    Neither set (the common case): nothing is done."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if flags:
+        cheap = _probe(_PROBE_XLA, dict(os.environ))
+        if cheap is not None and cheap.returncode != 0:
+            env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")  # no GPU memory
+            full = _probe(_PROBE_JAX, env)
+            said = None if full is None or full.returncode == 0 else _xla_complaint(full.stderr)
+            if said is None and full is not None and full.returncode != 0 and not platforms:
+                said = ([""] + full.stderr.strip().splitlines())[-1][-300:] or "it ended"
+            if said is not None:
+                raise ConfigError(
+                    f"XLA_FLAGS={flags!r} is refused by XLA: {said}. "
+                    "XLA would abort the run; each flag must be written --name=value, one "
+                    "of the flags XLA knows. Fix the value or unset it: "
+                    f"{_unset_advice('XLA_FLAGS')}."
+                )
+    if platforms.strip():
+        import jax
+
+        try:
+            jax.devices()
+        except Exception as exc:  # RuntimeError, or jax's bare AssertionError for `cuda`
+            said = re.sub(r"\s*\(set JAX_PLATFORMS=.*\)\s*$", "", str(exc)).strip().rstrip(".")
+            said = said or (
+                "no such backend here: is its plugin installed (e.g. jax[cuda12] for cuda) "
+                "and the device visible?"
+            )
+            raise ConfigError(
+                f"JAX_PLATFORMS={platforms!r} names a backend JAX cannot start on this "
+                f"machine ({said}). Unset it to let JAX choose: "
+                f"{_unset_advice('JAX_PLATFORMS')}; or name a backend this machine has "
+                "(JAX_PLATFORMS=cpu)."
+            ) from None
+
+
+# ---- output that survives any terminal, and a reader that goes away --------------------
+
+#: 128 + SIGPIPE: the reader of stdout (or stderr) went away (see the module docstring).
+EXIT_BROKEN_PIPE = 141
+#: stdout or stderr could not be written (a full disk, `/dev/full`): as a result file.
+EXIT_CANNOT_WRITE = EXIT_SOLVER
+#: The name `codecs` knows `_spell_unencodable` by (the error handler of stdout and stderr).
+OUTPUT_ERRORS = "flows-ascii"
+
+#: ASCII spellings of the characters the toolkit prints; Greek letters are spelled by name
+#: (θ "theta", Σ "Sigma"), super- and subscripts as ^ and _ (x² "x^2", θ₀ "theta_0").
+ASCII_SPELLINGS = {
+    "\u2212": "-",  # minus sign
+    "\u2013": "-",
+    "\u2014": "--",
+    "\u2016": "||",
+    "\u00b7": "*",
+    "\u00d7": "x",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2260": "!=",
+    "\u2248": "~=",
+    "\u2272": "<~",
+    "\u2273": ">~",
+    "\u226a": "<<",
+    "\u226b": ">>",
+    "\u2261": "==",
+    "\u221d": "~",
+    "\u00b1": "+/-",
+    "\u2213": "-/+",
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u21a6": "|->",
+    "\u21d2": "=>",
+    "\u21d4": "<=>",
+    "\u21b3": "->",
+    "\u2032": "'",
+    "\u2026": "...",
+    "\u22ef": "...",
+    "\u2207": "grad ",
+    "\u2202": "d",
+    "\u221a": "sqrt",
+    "\u222b": "int ",
+    "\u221e": "inf",
+    "\u2208": " in ",
+    "\u2205": "{}",
+    "\u27e8": "<",
+    "\u27e9": ">",
+    "\u00bd": "1/2",
+    "\u00bc": "1/4",
+    "\u00a7": "sec. ",
+    "\u00b0": " deg",
+    "\u2713": "ok",
+    "\u2717": "x",
+    "\u2022": "*",
+    "\u0307": "'",  # combining dot above: a time derivative, ȧ "a'"
+    "\u0302": "_hat",
+    "\u0304": "_bar",
+    "\u0303": "_tilde",
+    "\u00a0": " ",
+}
+
+
+def ascii_spelling(text: str) -> str:
+    """`text` in ASCII: the toolkit's characters spelled (`ASCII_SPELLINGS`, Greek letters
+    by name, x² "x^2", θ₀ "theta_0", accents dropped); anything else as a `\\u` escape."""
+    import unicodedata
+
+    out: list[str] = []
+    script, run = "", ""  # a run of super- or subscripts, written as one ^(...) or _...
+
+    def close() -> None:
+        nonlocal script, run
+        if script:
+            body = ascii_spelling(run)
+            wrap = script == "^" and len(body) > 1 and not body.isalnum()
+            out.append(script + (f"({body})" if wrap else body))
+        script, run = "", ""
+
+    for ch in unicodedata.normalize("NFD", text):
+        tag, _, base = unicodedata.decomposition(ch).partition(" ")
+        kind = {"<super>": "^", "<sub>": "_"}.get(tag, "")
+        if kind:
+            if kind != script:
+                close()
+            script = kind
+            run += "".join(chr(int(h, 16)) for h in base.split())
+            continue
+        close()
+        name = unicodedata.name(ch, "")
+        if ch.isascii():
+            out.append(ch)
+        elif ch in ASCII_SPELLINGS:
+            out.append(ASCII_SPELLINGS[ch])
+        elif name.startswith("GREEK ") and " LETTER " in name:
+            letter = name.rsplit(" ", 1)[1].lower().replace("lamda", "lambda")
+            out.append(letter.capitalize() if " CAPITAL " in name else letter)
+        elif (compat := unicodedata.normalize("NFKC", ch)) != ch:
+            out.append(ascii_spelling(compat))  # ℓ "l", ″ "''", ℝ "R"
+        elif unicodedata.combining(ch):
+            pass  # an accent
+        else:
+            out.append(ch.encode("ascii", "backslashreplace").decode("ascii"))
+    close()
+    return "".join(out)
+
+
+def _spell_unencodable(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """The `codecs` error handler of stdout and stderr (`OUTPUT_ERRORS`): characters the
+    stream's encoding lacks are written in ASCII (`ascii_spelling`). A byte that a file
+    name carried in as a surrogate (`surrogateescape`) is written back as that byte."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    run = exc.object[exc.start : exc.end]
+    if 0xDC80 <= ord(run[0]) <= 0xDCFF:
+        return bytes([ord(run[0]) - 0xDC00]), exc.start + 1
+    n = next((i for i, c in enumerate(run) if 0xDC80 <= ord(c) <= 0xDCFF), len(run))
+    return ascii_spelling(run[:n]), exc.start + n
+
+
+class _OutputLost(BaseException):
+    """stdout or stderr could not be written (its reader went away, the disk is full).
+    Ends the command: a BaseException, so that no `except Exception` takes it for the
+    failure of one computation (a sweep's grid point) and goes on computing."""
+
+    def __init__(self, fd: int, error: OSError):
+        super().__init__(fd, error)
+        self.fd, self.error = fd, error
+
+
+class _OutputFile(io.FileIO):
+    """File descriptor 1 or 2 under `sys.stdout` / `sys.stderr` (`_guard_output`): a write
+    that fails raises `_OutputLost` naming the descriptor."""
+
+    def write(self, data):
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise _OutputLost(self.fileno(), exc) from None
+
+
+def _guard_output() -> None:
+    """Put stdout and stderr on `_OutputFile`s, with the encoding they had and
+    `_spell_unencodable` for what it lacks. Costs microseconds; a stream that is not a
+    file descriptor (a test's capture, a closed one) is left as it is."""
+    import codecs
+
+    codecs.register_error(OUTPUT_ERRORS, _spell_unencodable)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            fd = stream.fileno()
+            stream.flush()
+            encoding = stream.encoding
+        except (AttributeError, OSError, ValueError):
+            continue
+        wrapped = io.TextIOWrapper(
+            io.BufferedWriter(_OutputFile(fd, "w", closefd=False)),
+            encoding=encoding,
+            errors=OUTPUT_ERRORS,
+            line_buffering=stream.line_buffering,
+            write_through=getattr(stream, "write_through", False),
+        )
+        setattr(sys, name, wrapped)
+
+
+def _finish_output(code: int, lost: _OutputLost | None = None) -> int:
+    """Flush stdout and stderr — a failure shows here, not in Python's last flush, where it
+    can only print a traceback — and return the exit status: `code`, or after a lost
+    output (`lost`, or one found now) `EXIT_BROKEN_PIPE` (its reader went away; silent) or
+    `EXIT_CANNOT_WRITE` (one line on stderr). A descriptor that failed is pointed at
+    /dev/null, so that the next flush, and Python's at exit, succeed."""
+    first = lost
+    for _ in range(4):  # each stream fails at most once: then it writes to /dev/null
+        if lost is not None:
+            with contextlib.suppress(OSError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, lost.fd)
+                os.close(null)
+            lost = None
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:
+                    stream.flush()
+            break
+        except _OutputLost as exc:
+            first, lost = first or exc, exc
+    if first is None:
+        return code
+    if isinstance(first.error, BrokenPipeError):
+        return EXIT_BROKEN_PIPE
+    if first.fd != 2:
+        cause = first.error.strerror or str(first.error) or type(first.error).__name__
+        with contextlib.suppress(OSError):
+            os.write(2, f"flows: error: cannot write output: {cause}\n".encode(errors="replace"))
+    return EXIT_CANNOT_WRITE
+
+
 def entry(startup_handler=None) -> None:
     """Run the program (the console script `flows` comes here through `_flows_launch`,
     `python -m flows` directly). After Ctrl-C, exit at once: interpreter teardown while
@@ -623,15 +969,21 @@ def entry(startup_handler=None) -> None:
 
     `startup_handler`: the SIGINT handler the launcher installed for the imports; replaced
     by Python's default (`KeyboardInterrupt`) once the watcher runs, so that no Ctrl-C
-    falls between the two."""
+    falls between the two.
+
+    stdout and stderr are put on `_guard_output`'s streams first (ASCII where the terminal
+    lacks a character; a closed pipe or a full disk ends the command with 141 or 3, see
+    `_finish_output`), and the environment is checked (`_check_environment`)."""
+    _guard_output()
     _watch_interrupts()
     sys.unraisablehook = _quiet_interrupts
     if startup_handler is not None and signal.getsignal(signal.SIGINT) is startup_handler:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    code = main()
+    try:
+        code = _finish_output(main(check_environment=True))
+    except _OutputLost as lost:
+        code = _finish_output(EXIT_OK, lost)
     if code == EXIT_INTERRUPTED:
-        sys.stdout.flush()
-        sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
 

@@ -1,19 +1,32 @@
 """Command-line flags as data: what an experiment declares for `flows simulate` and `flows
 sweep`, with argparse types built on the shared validators (`flows._validate`). The CLI
 (`flows._cli`) turns each `Flag` into an option; a value the type refuses is an argparse
-error (exit 2) naming the flag."""
+error (exit 2) naming the flag. A flag declared for some `--method` values only (`methods`)
+and typed with another is refused by `refuse_inapplicable` (exit 2), never ignored."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._errors import ConfigError
 from ._validate import as_float, as_int, as_seed, as_tolerance
 
-__all__ = ["Flag", "count", "positive", "real", "seed", "tolerance", "typed"]
+__all__ = [
+    "GIVEN",
+    "METHODS",
+    "Flag",
+    "count",
+    "given",
+    "positive",
+    "real",
+    "refuse_inapplicable",
+    "seed",
+    "tolerance",
+    "typed",
+]
 
 _FLOATS = (as_float, as_tolerance)
 
@@ -59,6 +72,22 @@ def tolerance(flag: str, example: str) -> Callable[[str], Any]:
     return typed(flag, as_tolerance, example=example)
 
 
+#: What each `--method` value is, in the user's terms (the messages of `refuse_inapplicable`).
+METHODS = {"flow": "the exact flow", "gd": "gradient descent"}
+
+#: The attribute of argparse's namespace that lists the flags (their `name`s) the user typed.
+GIVEN = "_flags_given"
+
+
+class _Store(argparse.Action):
+    """argparse's 'store' (with `nargs=0`: 'store_true') that also records in the namespace
+    (`GIVEN`) that the flag was typed: a typed value equal to the default is still given."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        setattr(namespace, GIVEN, {*getattr(namespace, GIVEN, ()), self.dest})
+
+
 @dataclasses.dataclass(frozen=True)
 class Flag:
     """One option of `flows simulate <experiment>` or `flows sweep <experiment>`.
@@ -66,6 +95,9 @@ class Flag:
     `name` is the option as a Python identifier (`n_save` → `--n-save`); `type` parses its
     text (use `typed` and friends, or `choices`); `default` None means "the experiment's
     own default"; `action='store_true'` makes a switch; `required` for grid flags.
+    `methods`: the values of the experiment's `--method` flag this flag acts under (None:
+    every method); typed with another method it is refused (`refuse_inapplicable`). The
+    `--method` flag itself then declares its default.
     """
 
     name: str
@@ -75,18 +107,87 @@ class Flag:
     choices: tuple | None = None
     action: str | None = None
     required: bool = False
+    methods: tuple[str, ...] | None = None
 
     @property
     def option(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        kw: dict[str, Any] = {"help": self.help, "dest": self.name}
-        if self.action:
-            kw["action"] = self.action
+        methods = " or ".join(f"--method {m}" for m in self.methods or ())
+        kw: dict[str, Any] = {
+            "help": self.help + (f" [{methods} only]" if methods else ""),
+            "dest": self.name,
+            "action": _Store,
+        }
+        if self.action == "store_true":
+            kw.update(nargs=0, const=True)
+        elif self.action:
+            raise ValueError(f"{self.option}: unknown action {self.action!r}")
         else:
             kw.update(type=self.type, choices=self.choices, required=self.required)
         kw["default"] = (
             False if self.action == "store_true" and self.default is None else (self.default)
         )
         parser.add_argument(self.option, **kw)
+        parser.set_defaults(**{GIVEN: frozenset()})  # none typed yet (`given`)
+
+
+def given(values: argparse.Namespace | Mapping[str, Any]) -> set[str]:
+    """The flags the user typed: those argparse recorded (`GIVEN`); for a mapping of
+    options (the Python API), those set to anything but None or False."""
+    if isinstance(values, argparse.Namespace):
+        recorded = getattr(values, GIVEN, None)
+        if recorded is not None:
+            return set(recorded)
+        values = vars(values)
+    return {k for k, v in values.items() if v is not None and v is not False}
+
+
+def _options(flags: Collection[Flag]) -> str:
+    return ", ".join(f.option for f in flags)
+
+
+def refuse_inapplicable(
+    flags: Sequence[Flag],
+    values: argparse.Namespace | Mapping[str, Any],
+    names: Collection[str] | None = None,
+) -> None:
+    """Raise `ConfigError` if a flag declared for some `--method` values only (`Flag.methods`)
+    was typed with another method: it would be silently ignored. The message names the
+    flag, both methods and the two ways out (drop the flag, or switch the method).
+
+    **Arguments:** `flags`, the experiment's declarations (`simulate_flags`,
+    `sweep_flags`); `values`, the parsed namespace or a mapping of options (None: not
+    given); `names`, the flags typed (default: `given(values)`).
+    """
+    typed = given(values) if names is None else set(names)
+    values = vars(values) if isinstance(values, argparse.Namespace) else values
+    chooser = next((f for f in flags if f.name == "method"), None)
+    scoped = [f for f in flags if f.methods is not None]
+    if chooser is None:
+        if scoped:
+            raise ValueError(f"{_options(scoped)} declare `methods` but there is no --method flag")
+        return
+    method = values.get("method") or chooser.default
+    if not isinstance(method, str):
+        raise ValueError("the --method flag must declare its default (`Flag.default`)")
+    wrong = [f for f in scoped if f.name in typed and method not in (f.methods or ())]
+    if not wrong:
+        return
+    own = [f for f in scoped if method in (f.methods or ())]
+    chosen = METHODS.get(method, method) + ("" if "method" in typed else ", the default")
+    problems = []
+    for methods in dict.fromkeys(f.methods or () for f in wrong):
+        group = [f for f in wrong if f.methods == methods]
+        listed = _options(group)
+        targets = " or ".join(f"--method {m} ({METHODS.get(m, m)})" for m in methods)
+        verb = "applies" if len(group) == 1 else "apply"
+        switch = " or ".join(f"--method {m}" for m in methods)
+        problems.append(
+            f"{listed} {verb} to {targets} only; --method {method} ({chosen}) does "
+            f"not use {'it' if len(group) == 1 else 'them'}"
+            + (f" (its own flags: {_options(own)})" if own else "")
+            + f". Drop {listed}, or {'use' if 'method' in typed else 'add'} {switch}."
+        )
+    raise ConfigError(" ".join(problems))

@@ -208,8 +208,9 @@ def parse_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
                     raise ConfigError(f"{flag}: range {part!r} is empty (end before start).")
                 if hi - lo + 1 + len(seeds) > MAX_GRID_POINTS:
                     raise ConfigError(
-                        f"{flag}: range {part!r} holds {hi - lo + 1:,} seeds; a sweep grid "
-                        f"holds at most {MAX_GRID_POINTS:,} points. Give a shorter range."
+                        f"{flag}: {value.strip()!r} holds at least "
+                        f"{hi - lo + 1 + len(seeds):,} seeds; a sweep grid holds at most "
+                        f"{MAX_GRID_POINTS:,} points. Give a shorter range."
                     )
                 seeds.extend(range(lo, hi + 1))
             else:

@@ -1,7 +1,10 @@
 """Every flag of every subcommand, for every experiment, tried with invalid values generated
 from the parser itself (each typed flag says what it accepts): each must exit 2 with the
 flag named in the message and nothing written. A flag that does not act on the chosen
-experiment must be refused the same way, never ignored.
+experiment must be refused the same way, never ignored; so must a flag that does not act
+on the chosen `--method` (every combination generated from the declarations,
+`flows._flags.Flag.methods`), while every flag that does act is accepted. Grids larger
+than a sweep holds are refused before anything is built.
 
 Runs in-process with the computations replaced by a sentinel, so a value that slipped
 through validation shows up as "computation started" instead of a long run.
@@ -14,6 +17,8 @@ import argparse
 import pytest
 
 from flows import _cli, _sweep
+from flows import _flags as fl
+from flows._errors import ConfigError
 from flows.experiments import EXPERIMENTS
 
 
@@ -101,6 +106,8 @@ def invalid_values(cmd: str, action: argparse.Action) -> list[str]:
         vals += ["-1"]
     if kw.get("minimum") is not None:
         vals += [str(kw["minimum"] - 1)]
+    if kw.get("maximum") is not None:
+        vals += [str(kw["maximum"] + 1)]
     if kw.get("lo") is not None:
         vals += [str(kw["lo"] - 1)]
     if kw.get("hi") is not None:
@@ -108,13 +115,25 @@ def invalid_values(cmd: str, action: argparse.Action) -> list[str]:
     return vals
 
 
+#: A valid value of each required grid flag of `flows sweep` (free text or grid types, whose
+#: domains do not say everything: a slope must also be < 1).
+VALID_GRID = {"--m": "20", "--alpha": "1.0", "--depth": "3", "--delta": "0.1", "--init": "1e-4"}
+VALID_GRID |= {"--slope": "0.1"}
+
+
 def base_argv(cmd: str, experiment: str | None, out: str) -> list[str]:
+    """A complete valid command line: every required flag given (sweeps: their grids)."""
     argv = [cmd] + ([experiment] if experiment else [])
-    if cmd in ("simulate", "check"):
-        argv += ["--out", out]
-    if cmd == "sweep":
-        argv += ["--m", "20", "--alpha", "1.0", "--out", out]
-    return argv
+    if cmd == "sweep" and experiment in _subparsers(_subparsers()["sweep"]):
+        p = _subparsers(_subparsers()["sweep"])[experiment]
+        for action in _options(p):
+            flag = action.option_strings[0]
+            if action.required and flag != "--out":
+                assert flag in VALID_GRID, f"no valid value known for `flows sweep {flag}`"
+                argv += [flag, VALID_GRID[flag]]
+    elif cmd == "sweep":
+        argv += ["--m", "20", "--alpha", "1.0"]
+    return argv + ["--out", out]
 
 
 def cases():
@@ -206,3 +225,186 @@ def test_bad_out_paths_are_refused_before_computing(cmd, tmp_path, capsys):
         assert code == 2, err
         assert "--out" in err
     assert afile.read_text() == "mine" and sorted(tmp_path.iterdir()) == [afile]
+
+
+# ---------------------------------------------------------------------------------------
+# Flags that act under some `--method` values only (`Flag.methods`)
+
+
+def _declared(cmd: str, exp: str) -> tuple[fl.Flag, ...]:
+    e = EXPERIMENTS[exp]
+    return e.simulate_flags if cmd == "simulate" else e.sweep_flags
+
+
+def method_cases():
+    """(cmd, experiment, method, typed, flag, applies) for every experiment whose simulate or
+    sweep has a `--method` flag, every method it offers (the default also not typed), every
+    flag declared for some methods only: generated from the declarations."""
+    for cmd, exp, _ in parsers():
+        if cmd not in ("simulate", "sweep"):
+            continue
+        flags = _declared(cmd, exp)
+        chooser = next((f for f in flags if f.name == "method"), None)
+        if chooser is None:
+            assert not [f.name for f in flags if f.methods], f"{cmd} {exp}: no --method flag"
+            continue
+        assert chooser.default in chooser.choices, f"{cmd} {exp}: --method needs its default"
+        scoped = [f for f in flags if f.methods]
+        assert scoped, f"{cmd} {exp}: --method, but no flag says which method it acts under"
+        for method in chooser.choices:
+            for typed in (True, False) if method == chooser.default else (True,):
+                for f in scoped:
+                    assert set(f.methods) <= set(chooser.choices), f.option
+                    applies = method in f.methods
+                    yield pytest.param(
+                        cmd,
+                        exp,
+                        method,
+                        typed,
+                        f.option,
+                        applies,
+                        id=f"{cmd}-{exp}-{'' if typed else 'default:'}{method}-{f.option}"
+                        f"-{'acts' if applies else 'refused'}",
+                    )
+
+
+METHOD_CASES = list(method_cases())
+
+
+def test_method_cases_cover_the_papers_with_methods():
+    """The generator found the known methods (multistage simulate, bias-plateau sweep) and
+    both outcomes: a declaration that went missing fails here, not silently."""
+    pairs = {(c.values[0], c.values[1]) for c in METHOD_CASES}
+    assert {("simulate", "multistage"), ("sweep", "bias-plateau")} <= pairs
+    outcomes = {(c.values[0], c.values[1], c.values[4], c.values[5]) for c in METHOD_CASES}
+    for flag in ("--rtol", "--atol", "--solver", "--max-steps", "--error-norm", "--progress"):
+        assert ("simulate", "multistage", flag, False) in outcomes, flag
+    assert ("simulate", "multistage", "--lr", False) in outcomes
+    assert ("sweep", "bias-plateau", "--lr", False) in outcomes
+    assert ("sweep", "bias-plateau", "--rtol", False) in outcomes
+
+
+@pytest.fixture
+def no_sweep(monkeypatch):
+    """`flows sweep` stops where the experiment's sweep would start (parse level)."""
+
+    def refuse(*args, **kwargs):
+        raise ComputationStarted
+
+    for exp in EXPERIMENTS.values():
+        monkeypatch.setattr(exp, "sweep", refuse)
+
+
+@pytest.mark.parametrize("cmd, exp, method, typed, flag, applies", METHOD_CASES)
+def test_flag_of_another_method_is_refused(
+    cmd, exp, method, typed, flag, applies, tmp_path, capsys, no_sweep
+):
+    """An inapplicable flag: exit 2 before anything runs, the flag, the chosen method and
+    the way out named. An applicable one: not refused (the computation is reached)."""
+    p = _subparsers(_subparsers()[cmd])[exp]
+    action = next(a for a in _options(p) if a.option_strings[0] == flag)
+    argv = base_argv(cmd, exp, str(tmp_path / "o")) + [flag, *valid_value(action)]
+    if typed:
+        argv += ["--method", method]
+    if applies:
+        with pytest.raises(ComputationStarted):
+            run(argv, capsys)
+        return
+    code, err = run(argv, capsys)
+    assert code == 2, f"`flows {' '.join(argv)}` → exit {code}: {err[-300:]}"
+    assert f"{flag} applies to --method " in err and f"--method {method} (" in err, err
+    assert f"Drop {flag}" in err and ("use --method" if typed else "add --method") in err, err
+    assert "the default" in err or typed, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_inapplicable_flag_is_named_at_once(tmp_path, capsys):
+    argv = base_argv("simulate", "multistage", str(tmp_path / "o"))
+    argv += ["--method", "gd", "--rtol", "1e-3", "--solver", "rkc", "--progress"]
+    code, err = run(argv, capsys)
+    assert code == 2
+    assert "--solver, --rtol, --progress apply to --method flow (the exact flow) only" in err
+    assert "its own flags: --lr" in err
+
+
+def test_a_typed_value_equal_to_the_default_is_given():
+    """`--method flow` typed (the default) and a switch are recorded as given; defaults are
+    not (the refusal must not depend on whether a value equals its default)."""
+    parser = _cli.build_parser()
+    args = parser.parse_args(["simulate", "multistage", "--out", "o"])
+    assert fl.given(args) == set() and args.method == "flow" and args.progress is False
+    args = parser.parse_args(
+        ["simulate", "multistage", "--method", "flow", "--progress", "--out", "o"]
+    )
+    assert fl.given(args) == {"method", "progress"}
+    assert args.method == "flow" and args.progress is True
+
+
+def test_the_python_api_refuses_the_same():
+    """`experiment.simulate(options)` (None: not given) refuses before computing too."""
+    exp = EXPERIMENTS["multistage"]
+    with pytest.raises(ConfigError, match="--rtol applies to --method flow"):
+        type(exp).simulate(exp, {"method": "gd", "rtol": 1e-3})
+    with pytest.raises(ConfigError, match="--lr applies to --method gd .* add --method gd"):
+        type(exp).simulate(exp, {"lr": 0.1, "progress": False})
+    fl.refuse_inapplicable(exp.simulate_flags, {"method": "gd", "lr": 0.1, "progress": False})
+
+
+def test_methods_need_a_method_flag_with_a_default():
+    lone = (fl.Flag("rtol", "tolerance", methods=("flow",)),)
+    with pytest.raises(ValueError, match="no --method flag"):
+        fl.refuse_inapplicable(lone, {"rtol": 1e-3})
+    no_default = (fl.Flag("method", "m", choices=("flow", "gd")), *lone)
+    with pytest.raises(ValueError, match="default"):
+        fl.refuse_inapplicable(no_default, {"rtol": 1e-3})
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs that crashed
+
+
+def test_deep_relu_depth_outside_its_range_is_refused(tmp_path, capsys):
+    """`--net deep-relu --depth 1` crashed inside the piecewise-smooth solver (no hidden
+    ReLU layer), `--depth 100` compiled for ever: both refused with the range named."""
+    base = base_argv("simulate", "bias-plateau", str(tmp_path / "o")) + ["--net", "deep-relu"]
+    for depth in ("1", "0", "65"):
+        code, err = run([*base, "--depth", depth], capsys)
+        assert code == 2 and "--depth" in err and "[2, 64]" in err, err
+    assert "hidden ReLU layer" in err
+    for depth in ("2", "64"):
+        with pytest.raises(ComputationStarted):
+            run([*base, "--depth", depth], capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_depth_one_sweep_point_runs():
+    """`flows sweep bias-plateau --depth 1` failed every point (Theorem 1's quantities need
+    r ≥ 2); parse_depths accepts 1, so the point runs with them NaN (one GD step)."""
+    import math
+
+    from flows.experiments.bias_plateau.sweep import PlateauSweepConfig, run_point
+
+    cfg = PlateauSweepConfig(method="gd", lr=0.05, t1=0.05, n_alpha=2, width=2, n_per_class=1)
+    rec = run_point(cfg, 1, 0.1, 0)
+    assert math.isnan(rec["bias_gap"]) and math.isnan(rec["alpha_2"])
+    assert math.isfinite(rec["loss_final"]) and rec["steps"] == 1
+
+
+SWEEPS = sorted(_subparsers(_subparsers()["sweep"]))
+
+
+@pytest.mark.parametrize("exp", SWEEPS)
+def test_a_seed_range_beyond_a_sweep_is_refused_before_building(exp, tmp_path, capsys):
+    """`--seeds 0-99999999` (10⁸ points) is refused up front, with the count and the limit
+    named; so is a grid whose axes multiply past the limit."""
+    out = tmp_path / "o"
+    code, err = run(base_argv("sweep", exp, str(out)) + ["--seeds", "0-99999999"], capsys)
+    assert code == 2 and "--seeds" in err, err
+    assert "100,000,000 seeds" in err and f"{_sweep.MAX_GRID_POINTS:,}" in err, err
+    argv = base_argv("sweep", exp, str(out)) + ["--seeds", "0-49999"]
+    axis = next(f for f in argv if f in VALID_GRID)
+    i = argv.index(axis) + 1
+    argv[i] = {"--m": "20,30,40", "--depth": "2,3,4", "--init": "1e-4,1e-3,1e-2"}[axis]
+    code, err = run(argv, capsys)
+    assert code == 2 and "150,000 points" in err and f"{_sweep.MAX_GRID_POINTS:,}" in err, err
+    assert list(tmp_path.iterdir()) == []

@@ -38,6 +38,7 @@ from ..._errors import ConfigError
 from ..._eta import ETA_FACTOR, merge_eta
 from ..._flags import Flag
 from ..._sweep import grid_type
+from ..._validate import as_int
 from ...models.deep import DEEP_ACTIVATIONS
 from ..base import (
     AbstractExperiment,
@@ -56,6 +57,7 @@ from .runs import (
     run_homogeneous,
     trend_sweep,
 )
+from .sweep import MAX_DEPTH
 
 __all__ = ["run", "BiasPlateauExperiment", "EXPERIMENT"]
 
@@ -282,7 +284,18 @@ class BiasPlateauExperiment(AbstractExperiment):
             "net with output bias by the exact piecewise-smooth flow)",
             choices=("homogeneous", "deep-relu"),
         ),
-        Flag("depth", "deep-relu: weight matrices r (default 4)", fl.count("--depth")),
+        Flag(
+            "depth",
+            f"deep-relu: weight matrices r, 2 to {MAX_DEPTH} (default 4)",
+            fl.typed(
+                "--depth",
+                as_int,
+                minimum=2,
+                maximum=MAX_DEPTH,
+                hint="Depth 1 is a linear model, with no hidden ReLU layer for --net "
+                "deep-relu to integrate; every layer adds a weight matrix and compile time.",
+            ),
+        ),
         Flag("width", "deep-relu: hidden width (default 16)", fl.count("--width")),
         Flag("t1", "deep-relu: final time (default 10)", fl.positive("--t1")),
         Flag(
@@ -316,8 +329,9 @@ class BiasPlateauExperiment(AbstractExperiment):
         ),
         Flag(
             "method",
-            "gd (default; rate --lr) or flow (exact; --rtol, --atol)",
+            "gd: gradient descent (default) or flow: the exact flow",
             choices=("gd", "flow"),
+            default=Config.sweep_method,
         ),
         Flag(
             "activation",
@@ -329,16 +343,23 @@ class BiasPlateauExperiment(AbstractExperiment):
             "nets without the output bias (the plateau should vanish)",
             action="store_true",
         ),
-        Flag("lr", "learning rate of --method gd (default 0.05)", fl.positive("--lr")),
+        Flag(
+            "lr",
+            "learning rate (default 0.05)",
+            fl.positive("--lr"),
+            methods=("gd",),
+        ),
         Flag(
             "rtol",
-            "--method flow: relative tolerance (default 1e-6)",
+            "relative tolerance (default 1e-6)",
             fl.tolerance("--rtol", "1e-6"),
+            methods=("flow",),
         ),
         Flag(
             "atol",
-            "--method flow: absolute tolerance (default 1e-9)",
+            "absolute tolerance (default 1e-9)",
             fl.tolerance("--atol", "1e-9"),
+            methods=("flow",),
         ),
         Flag(
             "init_scale",

@@ -254,7 +254,7 @@ def run_point(cfg: PlateauSweepConfig, depth: int, delta: float, seed: int) -> d
     stop = None if cfg.stop_ce is None else matched_loss(cfg.stop_ce)
     run = train_deep(model, data, seed=seed, t1=cfg.t1, method=cfg.method, cfg=ecfg, stop=stop)
     pl = plateau(run.curve, kind="error", tol=cfg.plateau_tol)
-    th = theorem1_of(run)
+    th = theorem1_of(run) if depth >= 2 else None  # Theorem 1 needs r ≥ 2 (`parse_depths`)
     o, st = run.traj.observables, run.traj.stats
     out = {
         "interp_alpha": run.curve.alphas,

@@ -27,7 +27,6 @@ from ... import _flags as fl
 from ..._baselines import gradient_descent
 from ..._checks import Check, Reference, Trend
 from ..._data import TARGETS
-from ..._errors import ConfigError
 from ..._flags import Flag
 from ..._problem import make_problem
 from ..._resources import check_memory, two_layer_bytes
@@ -362,23 +361,50 @@ class MultistageExperiment(AbstractExperiment):
             "solver",
             "ODE solver (default tsit5; auto: rkc or tsit5 by rtol)",
             choices=_solver_names(),
+            methods=("flow",),
         ),
-        Flag("rtol", "relative tolerance (default 1e-6)", fl.tolerance("--rtol", "1e-6")),
-        Flag("atol", "absolute tolerance (default 1e-9)", fl.tolerance("--atol", "1e-9")),
+        Flag(
+            "rtol",
+            "relative tolerance (default 1e-6)",
+            fl.tolerance("--rtol", "1e-6"),
+            methods=("flow",),
+        ),
+        Flag(
+            "atol",
+            "absolute tolerance (default 1e-9)",
+            fl.tolerance("--atol", "1e-9"),
+            methods=("flow",),
+        ),
         Flag(
             "error_norm",
             "norm of the scaled local error the step size controls: rms (default) or max "
             "(its largest component)",
             choices=ERROR_NORMS,
+            methods=("flow",),
         ),
         Flag("n_save", "save times (default 401)", fl.count("--n-save", 2)),
-        Flag("max_steps", "solver step budget (default 200000)", fl.count("--max-steps")),
+        Flag(
+            "max_steps",
+            "solver step budget (default 200000)",
+            fl.count("--max-steps"),
+            methods=("flow",),
+        ),
         Flag(
             "save_params", "θ saved at: all, ends (default), none", choices=("all", "ends", "none")
         ),
-        Flag("method", "exact gradient flow (default) or gradient descent", choices=("flow", "gd")),
-        Flag("lr", "learning rate for --method gd (default 1e-3)", fl.positive("--lr")),
-        Flag("progress", "print a progress meter", action="store_true"),
+        Flag(
+            "method",
+            "flow: the exact gradient flow (default) or gd: gradient descent",
+            choices=("flow", "gd"),
+            default="flow",
+        ),
+        Flag(
+            "lr",
+            "learning rate (default 1e-3)",
+            fl.positive("--lr"),
+            methods=("gd",),
+        ),
+        Flag("progress", "print a progress meter", action="store_true", methods=("flow",)),
     )
     sweep_flags = (
         Flag("m", "widths, comma-separated (e.g. 1000,5000)", required=True),
@@ -469,11 +495,7 @@ class MultistageExperiment(AbstractExperiment):
             "n_save": 401, "max_steps": 200_000, "save_params": "ends", "method": "flow",
             "lr": 1e-3, "progress": False,
         } | {k: v for k, v in options.items() if v is not None}  # fmt: skip
-        if o["method"] == "gd" and options.get("error_norm") is not None:
-            raise ConfigError(
-                "--error-norm applies to --method flow (the step-size control of the exact "
-                "flow); gradient descent takes fixed steps (--lr)."
-            )
+        fl.refuse_inapplicable(self.simulate_flags, options)
         cfg = Config(
             m=o["m"], alpha=o["alpha"], target=o["target"], data=o["data"], n=o["n"],
             seed=o["seed"], t1=o["t1"], solver=o["solver"], rtol=o["rtol"], atol=o["atol"],
