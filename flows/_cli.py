@@ -151,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("derive", help="check the symbolic derivations (sympy)")
     d.add_argument("paper", nargs="?", default="all")
+    d.add_argument(
+        "--time-budget",
+        dest="time_budget",
+        type=fl.positive("--time-budget"),
+        default=20.0,
+        help="seconds of symbolic work per identity before it is checked numerically "
+        "instead (default 20; a slow or loaded machine may need more for 'proved')",
+    )
     return p
 
 
@@ -546,7 +554,7 @@ def _cmd_derive(args) -> int:
         raise ConfigError(f"symbolic derivations are not available: {exc}") from exc
     if args.paper not in ("all", *derive.PAPERS):
         raise ConfigError(f"unknown paper {args.paper!r}; choose one of {['all', *derive.PAPERS]}.")
-    results = derive.run(args.paper)
+    results = derive.run(args.paper, time_budget_s=args.time_budget)
     print(derive.format_table(results))
     return EXIT_FAILED if any(r.status == "fails" for r in results) else EXIT_OK
 

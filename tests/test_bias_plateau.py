@@ -296,6 +296,7 @@ TINY = ex.Config(
 )
 
 
+@pytest.mark.e2e
 def test_homogeneous_checks_at_tiny_config():
     run = ex.run_homogeneous(TINY)
     checks = ex.homogeneous_checks(run, TINY)
@@ -312,6 +313,7 @@ def test_homogeneous_checks_at_tiny_config():
     assert len(na) == 6 and "r = 2 < 3" in na[0].reason
 
 
+@pytest.mark.e2e
 def test_experiment_run_writes_outputs(tmp_path):
     report = ex.run(TINY, tmp_path, progress=False)
     names = {p.name for p in report.files}
@@ -326,6 +328,7 @@ def test_experiment_run_writes_outputs(tmp_path):
     assert trends[0].verdict == "not applicable"  # one depth only
 
 
+@pytest.mark.e2e
 def test_deep_relu_net_runs_by_exact_flow_beside_gd(monkeypatch):
     """With `relu_run` the deep ReLU net is trained by GD at η and η/4 and by the exact
     piecewise-smooth flow to the same horizon (this tiny net kills whole samples in layer

@@ -42,6 +42,7 @@ def _manual_gd(problem, lr, n):
     return out
 
 
+@pytest.mark.e2e
 def test_gd_stop_fires_at_the_first_step_at_or_below_zero():
     """Oracle: plain GD steps by hand; the stop must end the run at the first step whose
     stop value is ≤ 0, with θ there as the last stored parameters."""

@@ -11,6 +11,7 @@ from flows import _cli
 from flows.experiments import multistage as ex
 
 
+@pytest.mark.e2e
 def test_simulate_writes_trajectory(tmp_path, capsys):
     out = tmp_path / "run"
     code = _cli.main(
@@ -81,6 +82,7 @@ def test_simulate_bad_input_exit_2(tmp_path, capsys, args, message):
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_solver_failure_exit_3(tmp_path, capsys):
     out = tmp_path / "fail"
     code = _cli.main(
@@ -111,6 +113,7 @@ def test_argparse_errors_exit_2(capsys):
     assert _cli.main(["--help"]) == 0
 
 
+@pytest.mark.e2e
 def test_check_exit_codes(tmp_path, monkeypatch, capsys):
     tiny = ex.Config(
         m=200,
@@ -137,8 +140,10 @@ def test_check_exit_codes(tmp_path, monkeypatch, capsys):
 
 
 def test_derive_exit_codes(capsys):
-    assert _cli.main(["derive", "multistage"]) == 0
-    assert "proved" in capsys.readouterr().out
+    # a generous budget: whether an identity is "proved" must not depend on the machine's load
+    assert _cli.main(["derive", "multistage", "--time-budget", "600"]) == 0
+    out = capsys.readouterr().out
+    assert "proved" in out and "checked numerically" not in out and "unsettled" not in out
     assert _cli.main(["derive", "no-such-paper"]) == 2
 
 
@@ -147,6 +152,7 @@ def test_python_dash_m_is_the_same_program():
     assert res.returncode == 0 and "check" in res.stdout and "simulate" in res.stdout
 
 
+@pytest.mark.e2e
 def test_simulate_bias_plateau_contract(tmp_path):
     out = tmp_path / "bp"
     assert _cli.main(["simulate", "bias-plateau", "--k", "3", "--out", str(out)]) == 0
@@ -155,6 +161,7 @@ def test_simulate_bias_plateau_contract(tmp_path):
     assert ds["loss"].dims == ("time",)
 
 
+@pytest.mark.e2e
 def test_simulate_linear_teacher_contract(tmp_path):
     out = tmp_path / "lt"
     code = _cli.main(["simulate", "linear-teacher", "--k", "3", "--t1", "100", "--out", str(out)])

@@ -170,6 +170,7 @@ def test_solver_objects_equal_their_names(small):
     assert by_obj.config["solver_settings"]["nonstiff"] == "tsit5"
 
 
+@pytest.mark.e2e
 def test_custom_rkc2_and_compile_cache(small):
     kw = dict(t1=6.0, rtol=1e-6, atol=1e-9, n_save=5)
     a = flows.simulate(small, solver=flows.RKC2(), **kw)  # nonstiff='bs3': not 'rkc'
@@ -231,6 +232,7 @@ def test_solve_stats_typed_fields_and_mapping_view(small, tmp_path):
     assert nc.stats.vf_evals is None and nc.stats["vf_evals"] == -1
 
 
+@pytest.mark.e2e
 def test_results_of_failures_and_events(small):
     stop = flows.simulate(small, t1=20.0, stop=flows.stop_at_loss(0.05), n_save=11)
     assert stop.stats.result is flows.Result.event_stopped and stop.stats.ok

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 
 import jax.numpy as jnp
 import numpy as np
@@ -87,13 +86,11 @@ def test_config_refuses(bad):
 # The CLI
 
 
+@pytest.mark.e2e
 def test_check_quick_through_the_cli(tmp_path, capsys):
-    start = time.perf_counter()
     code = _cli.main(["check", "deep-linear", "--quick", "--out", str(tmp_path)])
-    elapsed = time.perf_counter() - start
     out = capsys.readouterr().out
     assert code == 0, out
-    assert elapsed < 60, f"took {elapsed:.0f}s"
     folder = tmp_path / "deep-linear"
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == sorted(
         dlx.FILES

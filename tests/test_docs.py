@@ -74,7 +74,15 @@ def test_every_python_block_is_marked():
     )
 
 
-@pytest.mark.parametrize("page", sorted(RUNNABLE))
+#: Pages whose examples run real solves for 35 s or more (measured on 2 loaded cores): run by
+#: `pytest -m e2e` (and `.ci/run`), not by the default command.
+LONG_PAGES = {"solvers.md", "own-model.md", "getting-started.md", "papers/deep-linear.md"}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.e2e) if p in LONG_PAGES else p for p in sorted(RUNNABLE)],
+)
 def test_runnable_examples(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # examples may write files (trajectory.nc, …)
     # a real module, so classes defined in an example (dataclasses, equinox modules) can

@@ -45,6 +45,7 @@ def _saved(out) -> dict:
         return json.loads(ds.attrs["config"])
 
 
+@pytest.mark.e2e
 def test_simulate_error_norm_is_used_and_recorded(tmp_path, capsys):
     runs = {}
     for norm in ("rms", "max", None):
@@ -81,6 +82,7 @@ def test_simulate_bad_error_norm_exit_2(tmp_path, capsys, extra, message):
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_sweep_error_norm_recorded_and_resume_refused(tmp_path, capsys):
     out = tmp_path / "sweep"
     assert _main(SWEEP + ["--error-norm", "max", "--out", str(out)]) == 0

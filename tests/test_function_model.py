@@ -8,6 +8,7 @@ import flows
 from flows.models import FunctionModel, TwoLayer
 
 
+@pytest.mark.e2e
 def test_a_function_model_flows_exactly_like_the_same_builtin_model():
     """TwoLayer written by hand as a function: the same θ(0) gives the same flow."""
     data = flows.paper_data("f1", n=60)

@@ -152,6 +152,7 @@ def small():
     return flows.make_problem(TwoLayer(m=20, d=1, alpha=0.75), data, key=3)
 
 
+@pytest.mark.e2e
 def test_stop_at_loss_ends_the_run_where_the_loss_reaches_eps(small):
     full = flows.simulate(small, t1=40.0, rtol=1e-10, atol=1e-13, n_save=2001)
     eps = 0.5 * (full.loss[0] + full.loss[-1])

@@ -152,6 +152,7 @@ def test_sweep_slopes_hold_and_can_fail():
     assert all(c.verdict == FAILS for c in checks)
 
 
+@pytest.mark.e2e
 def test_sweep_measures_the_slope():
     cfg = dataclasses.replace(TINY, sweep_alpha=(1.0,), sweep_m=(100, 400, 1600))
     rows = ex.descent_time_sweep(cfg)

@@ -45,6 +45,7 @@ def crossing():
     return problem, exact
 
 
+@pytest.mark.e2e
 def test_crossings_located_and_tolerance_met(crossing):
     problem, exact = crossing
     assert exact.stats["crossings"] >= 10  # the run does meet kinks
@@ -160,6 +161,7 @@ def test_two_kink_activation_against_its_smoothing():
     assert errs[0] > 5 * errs[1] and errs[1] < 1e-3
 
 
+@pytest.mark.e2e
 def test_deep_relu_against_tight_reference():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((12, 3))
@@ -238,6 +240,7 @@ def test_event_storm_stops_loudly(crossing):
     assert not traj.stats.ok and traj.times[-1] < 5.0
 
 
+@pytest.mark.e2e
 def test_loss_clock_reaches_late_times():
     data = symmetric_gaussians(30, 2, mean=3.0, seed=1)
     model = LeakyReLUNet(k=3, d=2, slope=0.1, init_scale=1.0)
@@ -300,6 +303,7 @@ def _gd_distances(pb, traj, t1, etas):
     return out
 
 
+@pytest.mark.e2e
 def test_deep_relu_multi_layer_sliding_exit_does_not_chatter():
     """The bias-plateau deep ReLU net (depth 4, width 16, §4 data) from its state at
     t = 10.86 (stored): within one time unit a layer-2 pair slides together with five
@@ -321,6 +325,7 @@ def test_deep_relu_multi_layer_sliding_exit_does_not_chatter():
     assert cert is not None and cert["ok"], cert
 
 
+@pytest.mark.e2e
 def test_deep_relu_coupled_kinks_decided_as_one_complementarity_problem():
     """The same net at t = 58 (stored): fourteen pairs sit on kinks at once, in layers 1
     and 3, five of them on one sample whose layer-3 pair's ż is multilinear in its layer-1
@@ -364,6 +369,7 @@ def _dead_sample_problem():
     return flows.make_problem(model, data, key=0, loss_fn=class_sum_cross_entropy)
 
 
+@pytest.mark.e2e
 def test_dead_sample_holds_the_next_layer_on_its_kinks():
     """When every layer-1 unit of a sample is off or held on its kink, the sample's
     layer-2 pre-activations are 0 with normals that are zero or combinations of the held
@@ -411,6 +417,7 @@ def test_dead_sample_holds_the_next_layer_on_its_kinks():
     assert np.max(np.abs(z2[dead])) <= 1e-12 * np.sqrt(np.mean(z2**2))
 
 
+@pytest.mark.e2e
 def test_slots_grow_from_where_the_run_ran_out(tmp_path):
     """Outlier data (App. J): the 10 u-neurons enter sliding on the outlier's kink one by
     one near t = 1.49. With fewer slots than that the loop stops at the event that needs

@@ -780,6 +780,7 @@ def test_vmap_matches_unbatched():
 # --- through `flows.simulate` ------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_simulate_rkc_agrees_with_tsit5_and_counts_its_work():
     import flows
     from flows.models import TwoLayer

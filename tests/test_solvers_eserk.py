@@ -100,6 +100,7 @@ def test_order_four(hrho, lam_max):
     assert 3.7 <= slope <= 4.4, (slope, errs)
 
 
+@pytest.mark.e2e
 def test_simulate_eserk4_and_auto():
     """`simulate(solver='eserk4')` agrees with a tight reference on the small multi-stage
     problem at a few rtol and reports its own counts; `solver='auto'` measures ρ·(t1 − t0)

@@ -2,6 +2,7 @@
 chosen from the spectral radius at θ(0) and the tolerances, not diffrax's 0.01."""
 
 import numpy as np
+import pytest
 
 import flows
 
@@ -45,6 +46,7 @@ def test_first_step_is_chosen_from_the_spectral_radius():
     assert tr.stats["first_step_evals"] == 22  # 20 power iterations + 2 field evaluations
 
 
+@pytest.mark.e2e
 def test_stabilized_and_implicit_first_steps_measure_no_spectral_radius():
     """ρ(θ(0)) only caps the first step of a classical explicit solver; RKC2, ESERK4 and the
     implicit solvers start without that cap, so `simulate` no longer spends the 20
@@ -151,6 +153,7 @@ def test_hessian_cg_solves_the_newton_systems_of_a_flow_with_its_energy():
     assert float(jnp.max(jnp.abs(mat - mat.T))) > 1e-3
 
 
+@pytest.mark.e2e
 def test_hessian_cg_products_are_counted():
     """'kvaerno5-cg''s CG reports its products with the Newton matrix (one Jacobian-vector
     product each) through `on_solve`, and `flows.simulate` adds them to the evaluation

@@ -210,6 +210,7 @@ def lt_sweep(tmp_path_factory):
     return lts.teacher_sweep(out, **LT_GRID, **LT_SETTINGS, progress=False)
 
 
+@pytest.mark.e2e
 def test_linear_teacher_sweep_layout_and_resume(lt_sweep, monkeypatch, capsys):
     res = lt_sweep
     assert res.ok and res.n_run == 2 and res.figure.stat().st_size > 10_000
@@ -233,6 +234,7 @@ def test_linear_teacher_sweep_layout_and_resume(lt_sweep, monkeypatch, capsys):
         lts.teacher_sweep(res.out, **LT_GRID, **{**LT_SETTINGS, "t1": 2e3}, progress=False)
 
 
+@pytest.mark.e2e
 def test_linear_teacher_record_equals_a_direct_run(lt_sweep):
     """The point (init 1e-3, α = 0.1, seed 0) against `run_flow` as `flows simulate
     linear-teacher` calls it."""
