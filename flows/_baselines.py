@@ -21,19 +21,23 @@ from jaxtyping import PRNGKeyArray
 
 from ._errors import ConfigError, SolverError
 from ._misc import tree_sq_norm
-from ._problem import Problem
+from ._problem import Problem, check_params_like
 from ._simulate import (
     Observables,
     StopCondition,
     check_initial_state,
+    check_n_save,
+    check_observables,
+    check_problem,
+    check_save_memory,
     check_save_params,
     check_span,
+    check_stop,
     describe_stop,
-    no_observables,
 )
 from ._stats import Result, SolveStats
-from ._trajectory import Trajectory, assemble_trajectory
-from ._validate import as_float, as_int, as_seed
+from ._trajectory import Trajectory, assemble_trajectory, flat_params, stack_params
+from ._validate import MAX_SAVES, MAX_STEPS, as_float, as_int, as_seed
 
 __all__ = ["SGDResult", "gradient_descent", "sgd_to_epsilon"]
 
@@ -100,9 +104,9 @@ def gradient_descent(
     """Discrete gradient descent θ ← θ − η∇L(θ) (forward Euler with step η), the papers'
     stand-in for gradient flow; time t = η · steps.
 
-    Runs round(t1/η) steps, saving at `n_save` equally spaced step counts (rounded to whole
-    steps, so save times are exact multiples of η). `energy` accumulates η·Σ‖∇L‖² (the
-    Riemann sum of the energy identity).
+    Runs round(t1/η) steps (at most `MAX_STEPS` = 10¹²), saving at `n_save` equally spaced
+    step counts (rounded to whole steps, so save times are exact multiples of η). `energy`
+    accumulates η·Σ‖∇L‖² (the Riemann sum of the energy identity).
 
     GD whose saved loss becomes non-finite, or ends above L(0), has diverged (η too large
     for the curvature it meets): with `throw=True` (default) that raises `SolverError`
@@ -119,14 +123,24 @@ def gradient_descent(
     parameters), `stats.result` is `Result.event_stopped` and `stats.stopped_at` the time
     (None when not triggered). Without `stop` nothing changes (no extra evaluations).
     """
+    problem = check_problem(problem)
     _, t1 = check_span(0.0, t1)
     check_save_params(save_params)
     learning_rate = as_float(
         "learning_rate", learning_rate, positive=True, hint="Try e.g. learning_rate=1e-3."
     )
-    n_save = as_int("n_save", n_save, minimum=2)
+    n_save = check_n_save(n_save)
     check_initial_state(problem)
-    n_steps = int(round(t1 / learning_rate))
+    obs_fn, obs_bytes = check_observables(problem, observables)
+    stop = check_stop(problem, stop)
+    steps = t1 / learning_rate
+    if not steps <= MAX_STEPS:  # also an overflow to inf
+        raise ConfigError(
+            f"gradient descent would take t1/η = {steps:.3g} steps (t1 = {t1:g}, η = "
+            f"`learning_rate` = {learning_rate:g}); at most {MAX_STEPS:.0e} are supported. "
+            "Use a larger learning rate or a shorter t1 (or flows.simulate, the flow itself)."
+        )
+    n_steps = int(round(steps))
     if n_steps < 1:
         raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")
     save_steps = np.unique(np.round(np.linspace(0, n_steps, n_save)).astype(np.int64))
@@ -134,7 +148,7 @@ def gradient_descent(
     pts_idx = {"all": np.arange(len(ts)), "ends": np.array([0, len(ts) - 1]), "none": []}[
         save_params
     ]
-    obs_fn = observables or no_observables
+    check_save_memory(problem, len(ts), len(pts_idx), obs_bytes)
     lr = jnp.asarray(learning_rate)
 
     def chunk(carry, n, prob):
@@ -189,9 +203,7 @@ def gradient_descent(
     wall_s = time.perf_counter() - start
     obs = {k: np.stack([np.asarray(r[k]) for r in records]) for k in records[0]}
     loss0 = float(problem.loss(problem.theta0))
-    params = {}
-    if thetas:
-        params = {k: np.stack([np.asarray(t[k]) for t in thetas]) for k in thetas[0]}
+    params = stack_params(thetas)
     loss = obs["loss"]
     result, reason, t_reached = Result.successful, "successful", float(ts[-1])
     if stopped_at is not None:
@@ -356,9 +368,16 @@ def sgd_to_epsilon(
     **Returns:** an `SGDResult`; `updates` is the number of updates to reach ε (None if the
     budget ran out — compare with Theorem 4.1's M(n, ε) = C n⁴/ε²).
     """
+    problem = check_problem(problem)
     epsilon = as_float("epsilon", epsilon, positive=True)
     learning_rate = as_float("learning_rate", learning_rate, positive=True)
-    max_epochs = as_int("max_epochs", max_epochs, minimum=1)
+    max_epochs = as_int(
+        "max_epochs",
+        max_epochs,
+        minimum=1,
+        maximum=MAX_SAVES,
+        hint="The loss after every epoch is recorded, one number an epoch.",
+    )
     y = np.asarray(problem.y)
     if not np.all(np.isin(y, (-1.0, 1.0))):
         raise ConfigError("SGD of Theorem 4.1 needs labels in {−1, +1}.")
@@ -366,7 +385,9 @@ def sgd_to_epsilon(
     typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
     if not (typed or np.ndim(key) == 1):
         key = jax.random.key(as_seed("key", key))
-    theta = problem.theta0 if theta0 is None else theta0
+    theta = problem.theta0
+    if theta0 is not None:
+        theta = check_params_like("theta0", theta0, problem.theta0, "the problem's θ(0)")
     theta = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype=jnp.float64), theta)
     start = time.perf_counter()
     th, hit, ep, losses = _run_jit(
@@ -391,6 +412,6 @@ def sgd_to_epsilon(
         final_loss=final,
         min_loss=float(np.nanmin(np.append(losses, final))),
         epoch_losses=losses,
-        params={k: np.asarray(v) for k, v in th.items()},
+        params=flat_params(th),
         wall_s=wall,
     )

@@ -26,15 +26,21 @@ from ._simulate import (
     FlowSettings,
     Observables,
     check_common,
+    check_dt0,
+    check_max_steps,
+    check_n_save,
+    check_observables,
+    check_problem,
+    check_save_memory,
     flow_config,
-    no_observables,
     param_save_times,
     rkc_extra,
     solve_flow,
 )
 from ._solvers import SolverChoice, cached, check_error_norm, resolve_solver
 from ._stats import Result, SolveStats, advice, failure_reason
-from ._trajectory import Trajectory, assemble_trajectory
+from ._trajectory import Trajectory, assemble_trajectory, flat_params
+from ._validate import as_float
 
 __all__ = ["simulate_batch", "stack_problems"]
 
@@ -144,8 +150,23 @@ def simulate_batch(
     the partial run as its `trajectory` attribute. Raises `ConfigError` on bad input.
     """
     error_norm = check_error_norm(error_norm)
-    problems = list(problems)
-    t1s = [float(t) for t in np.atleast_1d(np.asarray(t1s, dtype=np.float64))]
+    if isinstance(problems, Problem):
+        raise ConfigError(
+            "`problems` must be a list of flows.Problem; got one Problem. Pass [problem] "
+            "(or use flows.simulate for a single run)."
+        )
+    try:
+        problems = list(problems)
+    except TypeError:
+        raise ConfigError(
+            f"`problems` must be a list of flows.Problem; got {type(problems).__name__}."
+        ) from None
+    for i, p in enumerate(problems):
+        check_problem(p, f"problems[{i}]")
+    t1s = [
+        as_float(f"t1s[{i}]", t)
+        for i, t in enumerate(np.atleast_1d(np.asarray(t1s, dtype=object)).tolist())
+    ]
     if len(t1s) != len(problems):
         raise ConfigError(
             f"`t1s` must give one final time per problem: got {len(t1s)} for "
@@ -153,11 +174,17 @@ def simulate_batch(
         )
     for t1 in t1s:
         check_common(0.0, t1, rtol, atol, save_params)
-    if not (isinstance(n_save, int) and n_save >= 2):
-        raise ConfigError(f"`n_save` must be an integer ≥ 2; got {n_save!r}.")
-    if not (isinstance(max_steps, int) and max_steps >= 1):
-        raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {max_steps!r}.")
+    n_save = check_n_save(n_save)
+    max_steps = check_max_steps(max_steps)
+    dt0 = check_dt0(dt0)
     batched, shared = stack_problems(problems)  # also refuses an empty list
+    observables, obs_bytes = check_observables(problems[0], observables)
+    check_save_memory(
+        problems[0],
+        len(problems) * n_save,
+        len(problems) * len(param_save_times(np.zeros(n_save), save_params)),
+        obs_bytes,
+    )
     choice = resolve_solver(
         solver, rtol, atol, problems[0].n_params, problems[0].dtype, error_norm=error_norm
     )
@@ -168,7 +195,7 @@ def simulate_batch(
         dt0=dt0,
         count_evals=False,
         progress=False,
-        observables=observables or no_observables,
+        observables=observables,
         clock=PhysicalClock(),
         error_norm=error_norm,
     )
@@ -273,7 +300,7 @@ def _member_result(
     )
     params = {}
     if len(pts):
-        params = {k: np.asarray(v[i]) for k, v in sol.ys[2].items()}
+        params = flat_params(_member(sol.ys[2], i))
     traj = assemble_trajectory(
         problem,
         times=ts,

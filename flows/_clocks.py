@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._errors import ConfigError
-from ._validate import as_int
+from ._validate import check_log_save_grid
 
 __all__ = [
     "CLOCKS",
@@ -132,7 +132,7 @@ def as_clock(clock) -> AbstractClock:
 def log_save_times(t1: float, n_save: int = 121, t0: float = 0.0, first: float = 1.0) -> np.ndarray:
     """t0, then `n_save` − 1 log-spaced times from `first` to `t1`: save times for late-phase
     runs (linearly spaced from t0 to t1 when t1 ≤ `first`)."""
-    n_save = as_int("n_save", n_save, minimum=2)
+    t1, n_save, t0, first = check_log_save_grid(t1, n_save, t0, first)
     first = max(first, t0 + 1e-12)
     if t1 <= first:
         return np.linspace(t0, t1, n_save)

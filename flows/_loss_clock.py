@@ -28,7 +28,7 @@ from ._errors import SolverError
 from ._misc import all_finite, tree_sq_norm
 from ._solvers import EVAL_COUNTER, SolverChoice, cached, pid_controller
 from ._stats import Result, SolveStats
-from ._trajectory import Trajectory, assemble_trajectory
+from ._trajectory import Trajectory, assemble_trajectory, stack_params
 
 __all__ = ["solve_loss_clock"]
 
@@ -243,9 +243,7 @@ def solve_loss_clock(
     obs = {k: np.stack([np.asarray(r[k]) for r in records]) for k in records[0]} if records else {}
     times = ts[:n_rec]
     kept = [i for i in range(n_rec) if i in keep]
-    params = {}
-    if thetas:
-        params = {k: np.stack([np.asarray(t[k]) for t in thetas]) for k in thetas[0]}
+    params = stack_params(thetas)
     traj = assemble_trajectory(
         problem,
         times=times,

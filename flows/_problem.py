@@ -15,7 +15,15 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 from ._data import Dataset
 from ._errors import ConfigError
 from ._losses import TARGET_KINDS, check_labels, check_sign_labels, squared_error
-from ._validate import as_choice, as_key, as_real_array
+from ._trajectory import param_names
+from ._validate import (
+    as_choice,
+    as_key,
+    as_real_array,
+    check_bytes,
+    evaluate_abstractly,
+    short_repr,
+)
 from .models.base import AbstractModel
 from .models.function import FunctionModel
 
@@ -96,18 +104,24 @@ def _available_bytes() -> int | None:
         return None
 
 
+def available_bytes() -> int | None:
+    """Memory of the default device (GPU limit, or the host's RAM on CPU); None if unknown:
+    what a run's allocations are checked against before they are attempted."""
+    return _available_bytes()
+
+
 def _init_params(model: AbstractModel, key, dt) -> PyTree:
     """θ(0) = model.init(key), refusing up front (ConfigError) what cannot fit in memory."""
     shapes = jax.eval_shape(model.init, key)
     need = sum(
         math.prod(leaf.shape) * np.dtype(dt).itemsize for leaf in jax.tree_util.tree_leaves(shapes)
     )
-    have = _available_bytes()
-    if have is not None and need > have:
-        raise ConfigError(
-            f"θ(0) of {type(model).__name__} needs {need / 2**30:.3g} GiB but the device has "
-            f"{have / 2**30:.3g} GiB; use a smaller model (e.g. a smaller width)."
-        )
+    check_bytes(
+        f"θ(0) of {type(model).__name__}",
+        need,
+        _available_bytes(),
+        hint="use a smaller model (e.g. a smaller width).",
+    )
     try:
         return model.init(key)
     except Exception as exc:  # XLA's RESOURCE_EXHAUSTED, MemoryError
@@ -119,24 +133,24 @@ def _init_params(model: AbstractModel, key, dt) -> PyTree:
         raise
 
 
-def _check_theta0(model: AbstractModel, key, theta0) -> PyTree:
-    """`theta0` with every leaf a finite real array, of the structure and shapes `model.init`
-    gives (else `ConfigError` naming the first mismatch)."""
-    expected = jax.eval_shape(model.init, key)
+def check_params_like(name: str, value, expected, what: str) -> PyTree:
+    """`value` with every leaf a finite real array, of the structure and leaf shapes of
+    `expected` (a pytree of arrays or `jax.ShapeDtypeStruct`s, described as `what`), else
+    `ConfigError` naming the first mismatch (`name['a']`)."""
     want_paths = jax.tree_util.tree_flatten_with_path(expected)
     try:
-        got_paths = jax.tree_util.tree_flatten_with_path(theta0)
+        got_paths = jax.tree_util.tree_flatten_with_path(value)
     except Exception:  # pragma: no cover - unflattenable objects
         got_paths = ([], None)
     if got_paths[1] != want_paths[1]:
         raise ConfigError(
-            f"`theta0` must have the structure of {type(model).__name__}.init(key), "
+            f"`{name}` must have the structure of {what}, "
             f"{jax.tree_util.tree_map(lambda s: s.shape, expected)}; got "
-            f"{jax.tree_util.tree_map(lambda v: np.shape(v), theta0)}."
+            f"{jax.tree_util.tree_map(lambda v: np.shape(v), value)}."
         )
     leaves = []
     for (path, want), (_, got) in zip(want_paths[0], got_paths[0], strict=True):
-        where = f"theta0{jax.tree_util.keystr(path)}"
+        where = f"{name}{jax.tree_util.keystr(path)}"
         arr = as_real_array(where, got, dtype=None)
         if arr.shape != want.shape:
             raise ConfigError(
@@ -144,6 +158,82 @@ def _check_theta0(model: AbstractModel, key, theta0) -> PyTree:
             )
         leaves.append(arr)
     return jax.tree_util.tree_unflatten(want_paths[1], leaves)
+
+
+def _check_theta0(model: AbstractModel, key, theta0) -> PyTree:
+    """`theta0` with every leaf a finite real array, of the structure and shapes `model.init`
+    gives (else `ConfigError` naming the first mismatch)."""
+    expected = jax.eval_shape(model.init, key)
+    return check_params_like("theta0", theta0, expected, f"{type(model).__name__}.init(key)")
+
+
+def _check_model(model, theta0, x) -> jax.ShapeDtypeStruct:
+    """The shape and dtype of `model(theta0, x)`, checked on a first (abstract) evaluation:
+    one real floating-point array with one row per sample, shape (n,) or (n, k, …); else
+    `ConfigError` naming `model` (with what to change when JAX cannot trace it)."""
+    n = x.shape[0]
+    call = f"model(theta0, x) with x of shape {tuple(x.shape)}"
+    # a function model is checked as the user wrote it (not through the annotations of
+    # `FunctionModel.__call__`, which the test suite's type checker enforces)
+    fn = model.fn if isinstance(model, FunctionModel) else model
+    out = evaluate_abstractly("model", lambda m, th, xx: m(th, xx), fn, theta0, x, call=call)
+    expect = f"one array of outputs with one row per sample, shape ({n},) or ({n}, k)"
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        raise ConfigError(
+            f"`model` must return {expect}; {call} returned {type(out).__name__} "
+            f"{short_repr(out)}. Return one jnp array (stack several outputs with jnp.stack)."
+        )
+    if out.ndim == 0 or out.shape[0] != n:
+        raise ConfigError(
+            f"`model` must return {expect}; {call} returned shape {tuple(out.shape)}. "
+            "Evaluate it on every row of x (x has shape (n, d)), e.g. x @ W.T, not W @ x."
+        )
+    if jnp.issubdtype(out.dtype, jnp.complexfloating):
+        raise ConfigError(
+            f"`model` must return real floating-point outputs; {call} returned complex "
+            f"outputs (dtype {out.dtype}): a gradient flow needs a real objective. Return "
+            "their real part or magnitude (jnp.real, jnp.abs)."
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise ConfigError(
+            f"`model` must return real floating-point outputs; {call} returned dtype "
+            f"{out.dtype}, through which no gradient flows. Compute it in floats (no "
+            "rounding, casts to int or comparisons)."
+        )
+    return out
+
+
+def _check_loss(loss_fn, out: jax.ShapeDtypeStruct, y) -> None:
+    """`loss_fn(model outputs, y)` checked on a first (abstract) evaluation: one real
+    floating-point number, the objective L; else `ConfigError` naming `loss_fn`."""
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    call = (
+        f"loss_fn(outputs, y) ({name}) with outputs of shape {tuple(out.shape)} and y of "
+        f"shape {tuple(y.shape)}"
+    )
+    val = evaluate_abstractly("loss_fn", loss_fn, out, y, call=call)
+    expect = "one real number (the mean over samples, e.g. jnp.mean((pred - y) ** 2) / 2)"
+    if not isinstance(val, jax.ShapeDtypeStruct):
+        raise ConfigError(
+            f"`loss_fn` must return {expect}; {call} returned {type(val).__name__} "
+            f"{short_repr(val)}."
+        )
+    if val.shape != ():
+        raise ConfigError(
+            f"`loss_fn` must return {expect}; {call} returned an array of shape "
+            f"{tuple(val.shape)}. Reduce it over the samples (jnp.mean or jnp.sum)."
+        )
+    if jnp.issubdtype(val.dtype, jnp.complexfloating):
+        raise ConfigError(
+            f"`loss_fn` must return {expect}; {call} returned a complex value (dtype "
+            f"{val.dtype}): a gradient flow needs a real objective. Use the squared "
+            "magnitude, jnp.abs(z) ** 2."
+        )
+    if not jnp.issubdtype(val.dtype, jnp.floating):
+        raise ConfigError(
+            f"`loss_fn` must return {expect}; {call} returned dtype {val.dtype}, through "
+            "which no gradient flows. Compute it in floats."
+        )
 
 
 def _check_targets(model, loss_fn, x, y, theta0):
@@ -201,7 +291,10 @@ def make_problem(
 
     - `key`: an integer seed in [0, 2⁶³ − 1] (Python, NumPy or 0-d JAX integer) or a key
       already made by `jax.random.key(seed)` / `jax.random.PRNGKey(seed)`.
-    - `theta0`: must have the structure and shapes of `model.init(key)`.
+    - `theta0`: must have the structure and shapes of `model.init(key)`; for a function
+      model any pytree of arrays (a dict, nested dicts, a tuple or list, a bare array).
+      Results name each parameter by its path (`W`, `layer1.W`, `0`, `theta`;
+      `flows._trajectory.param_names`).
     - `vector_field`: 'autodiff' (default, any model and loss) or 'fused' (a hand-derived
       ∇L: two-layer nets with the squared error only; faster, tested against autodiff).
     - `dtype`: 'float64' (default) or 'float32' (or np.float32 / jnp.float64; data and θ(0)
@@ -214,9 +307,15 @@ def make_problem(
     model's number of outputs), the logistic loss labels −1/+1, the squared error targets
     of the model's output shape.
 
+    The model and the loss are checked on a first (abstract: traced, nothing computed)
+    evaluation at θ(0): the model must return one real floating-point array with one row per
+    sample, the loss one real number.
+
     Raises `ConfigError` when the data's input dimension does not match the model's, an
-    option does not apply to this model and loss, the targets do not suit the loss, or the
-    key, θ(0) or dtype is malformed.
+    option does not apply to this model and loss, the targets do not suit the loss, the
+    key, θ(0) or dtype is malformed, or the model or loss returns the wrong thing, raises,
+    or cannot be traced by JAX (`np.` on traced values, a Python `if` on them: the message
+    says what to write instead).
     """
     if not isinstance(model, AbstractModel):
         if not callable(model):
@@ -260,11 +359,14 @@ def make_problem(
     else:
         theta0 = _check_theta0(model, key, theta0)
     theta0 = jax.tree_util.tree_map(lambda v: jnp.asarray(v, dtype=dt), theta0)
+    param_names(theta0)  # the names results will carry: refuse two leaves sharing one
     x = jnp.asarray(data.x, dtype=dt)
+    out = _check_model(model, theta0, x)
     y = _check_targets(model, loss_fn, data.x, data.y, theta0)
     y = jnp.asarray(y)
     if jnp.issubdtype(y.dtype, jnp.floating):
         y = y.astype(dt)
+    _check_loss(loss_fn, out, y)
     return Problem(
         model=model,
         x=x,

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import diffrax
 import equinox as eqx
@@ -24,7 +25,7 @@ from ._errors import ConfigError, SolverError
 from ._implicit import reports_products_to
 from ._loss_clock import solve_loss_clock
 from ._misc import tree_sq_norm
-from ._problem import Problem
+from ._problem import Problem, available_bytes
 from ._rkc import AbstractStabilizedSolver, rkc_eval_counts
 from ._solvers import (
     AUTO_ESERK_MAX_RTOL,
@@ -41,8 +42,18 @@ from ._solvers import (
 )
 from ._solvers import SOLVERS as SOLVERS
 from ._stats import Result, SolveStats, advice, failure_reason
-from ._trajectory import Trajectory, assemble_trajectory
-from ._validate import as_float, as_int, as_tolerance
+from ._trajectory import Trajectory, assemble_trajectory, flat_params
+from ._validate import (
+    MAX_SAVES,
+    MAX_STEPS,
+    as_float,
+    as_int,
+    as_tolerance,
+    check_bytes,
+    evaluate_abstractly,
+    short_repr,
+    tracer_advice,
+)
 
 __all__ = [
     "Observables",
@@ -88,12 +99,33 @@ def describe_stop(stop) -> str:
 # --- argument checks (shared with flows._batch and flows._baselines) -------------------
 
 
+def check_n_save(n_save) -> int:
+    """`n_save` as an int in [2, `MAX_SAVES`] (before anything of that length is allocated)."""
+    return as_int(
+        "n_save",
+        n_save,
+        minimum=2,
+        maximum=MAX_SAVES,
+        hint="Save at fewer times (a few hundred draw any curve), or observables only.",
+    )
+
+
+def check_max_steps(max_steps) -> int:
+    """`max_steps` as an int in [1, `MAX_STEPS`]."""
+    return as_int(
+        "max_steps",
+        max_steps,
+        minimum=1,
+        maximum=MAX_STEPS,
+        hint="It is a budget of solver steps; a stiff run wants a stiff solver instead.",
+    )
+
+
 def save_times(t0: float, t1: float, ts, n_save) -> np.ndarray:
-    """`ts` checked (1-D, finite, increasing, within [t0, t1]), or `n_save` equally spaced
-    times on [t0, t1]."""
+    """`ts` checked (1-D, finite, increasing, within [t0, t1], at most `MAX_SAVES`), or
+    `n_save` equally spaced times on [t0, t1]."""
     if ts is None:
-        n_save = as_int("n_save", n_save, minimum=2)
-        return np.linspace(t0, t1, n_save)
+        return np.linspace(t0, t1, check_n_save(n_save))
     try:
         ts = np.asarray(ts, dtype=np.float64)
     except (TypeError, ValueError):
@@ -101,6 +133,11 @@ def save_times(t0: float, t1: float, ts, n_save) -> np.ndarray:
     if ts.ndim != 1 or ts.size < 2:
         raise ConfigError(
             f"`ts` must be a 1-D array of at least 2 save times; got shape {ts.shape}."
+        )
+    if ts.size > MAX_SAVES:
+        raise ConfigError(
+            f"`ts` holds {ts.size} save times; at most {MAX_SAVES} are supported. Save at "
+            "fewer times (flows.log_save_times(t1, n) for late-phase runs)."
         )
     if not np.all(np.isfinite(ts)) or np.any(np.diff(ts) <= 0):
         raise ConfigError("`ts` must be finite and strictly increasing.")
@@ -140,11 +177,34 @@ def check_dt0(dt0) -> float | None:
     return as_float("dt0", dt0, positive=True, hint="Or pass dt0=None to let the solver choose.")
 
 
+def check_problem(problem, name: str = "problem") -> Problem:
+    """`problem` if it is a `flows.Problem`, else `ConfigError` saying how to build one."""
+    if not isinstance(problem, Problem):
+        raise ConfigError(
+            f"`{name}` must be a flows.Problem; got {type(problem).__name__} "
+            f"{short_repr(problem)}. Build one with flows.make_problem(model, data, key=0) "
+            "(or theta0=… for a model given as a function f(params, x))."
+        )
+    return problem
+
+
 def check_initial_state(problem: Problem) -> None:
     """Refuse a θ(0) at which the loss or ‖∇L‖² is NaN/Inf (an initialization so large that
     the network overflows): no solver can start there, and each would spend its whole step
-    budget finding that out."""
-    loss, g = problem.loss_and_grad(problem.theta0)
+    budget finding that out. A model or loss that JAX cannot differentiate (`np.` on
+    traced values, a Python `if` on them) is refused with what to write instead."""
+    try:
+        loss, g = problem.loss_and_grad(problem.theta0)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        advice = tracer_advice(exc)
+        if advice is None:
+            raise
+        raise ConfigError(
+            f"the model or loss cannot be differentiated by JAX at θ(0): {advice} "
+            f"(JAX: {type(exc).__name__})"
+        ) from exc
     loss, g2 = float(loss), float(tree_sq_norm(g))
     if not (math.isfinite(loss) and math.isfinite(g2)):
         raise ConfigError(
@@ -152,6 +212,107 @@ def check_initial_state(problem: Problem) -> None:
             f"{g2:.4g}): the initialization overflows the network. Use a smaller init scale "
             "(or check the data for huge values)."
         )
+
+
+def _first_t(problem: Problem, t0: float):
+    return jnp.asarray(t0, dtype=problem.dtype)
+
+
+def check_observables(problem: Problem, observables, t0: float = 0.0) -> tuple[Callable, int]:
+    """`observables` (None: none) checked on a first evaluation at (θ(0), t0), traced as the
+    solve traces it: a function returning a dict {name: array or number} of real values,
+    names without `/` (netCDF reserves it). Returns the function and the bytes one save of
+    its values takes (for `check_save_memory`). Anything else is a `ConfigError` naming
+    `observables` and what it returned."""
+    if observables is None:
+        return no_observables, 0
+    if not callable(observables):
+        raise ConfigError(
+            "`observables` must be a function (problem, θ, t) -> {name: array}, e.g. "
+            f"multistage.multistage_observables; got {short_repr(observables)}."
+        )
+    call = f"observables(problem, θ(0), t = {t0:g})"
+    out = evaluate_abstractly(
+        "observables", observables, problem, problem.theta0, _first_t(problem, t0), call=call
+    )
+    expect = "a dict {name: array}, e.g. {'norm_a': jnp.linalg.norm(theta['a'])}"
+    if not isinstance(out, Mapping):
+        raise ConfigError(
+            f"`observables` must return {expect}; {call} returned "
+            f"{type(out).__name__} {short_repr(out)}."
+        )
+    nbytes = 0
+    for key, value in out.items():
+        if not isinstance(key, str) or not key or "/" in key:
+            raise ConfigError(
+                f"`observables` must return a dict whose names are non-empty strings without "
+                f"'/' (they become netCDF variables); {call} returned the name {key!r}."
+            )
+        if isinstance(value, numbers.Real | np.generic) and not isinstance(value, str):
+            arr = np.asarray(value)
+            value = jax.ShapeDtypeStruct(arr.shape, arr.dtype)
+        if not isinstance(value, jax.ShapeDtypeStruct):
+            raise ConfigError(
+                f"`observables` must return {expect}; the value of {key!r} is "
+                f"{type(value).__name__} {short_repr(value)}, not one array or number."
+            )
+        if value.dtype.kind not in "biuf":
+            raise ConfigError(
+                f"`observables` must return real values; {key!r} has dtype {value.dtype}. "
+                "Return the real part or the magnitude (jnp.real, jnp.abs)."
+            )
+        nbytes += math.prod(value.shape) * value.dtype.itemsize
+    return observables, nbytes
+
+
+def check_stop(
+    problem: Problem, stop: StopCondition | None, t0: float = 0.0
+) -> StopCondition | None:
+    """`stop` (None: none) checked on a first evaluation at (θ(0), t0): a function (problem,
+    θ, t) → one real number (the run ends where it falls to 0), else `ConfigError`."""
+    if stop is None:
+        return None
+    expect = (
+        "a function (problem, θ, t) -> one real number, the run ending where it falls to 0 "
+        "(e.g. flows.stop_at_loss(1e-3))"
+    )
+    if not callable(stop):
+        raise ConfigError(f"`stop` must be {expect}; got {short_repr(stop)}.")
+    call = f"stop(problem, θ(0), t = {t0:g})"
+    out = evaluate_abstractly(
+        "stop", stop, problem, problem.theta0, _first_t(problem, t0), call=call
+    )
+    if isinstance(out, numbers.Real | np.generic) and not isinstance(out, bool | np.bool_):
+        return stop
+    if not isinstance(out, jax.ShapeDtypeStruct):
+        raise ConfigError(
+            f"`stop` must be {expect}; {call} returned {type(out).__name__} {short_repr(out)}."
+        )
+    if out.shape != ():
+        raise ConfigError(
+            f"`stop` must be {expect}; {call} returned an array of shape {out.shape}. Reduce "
+            "it to one number (e.g. jnp.min(...) to stop when the first entry reaches 0)."
+        )
+    if out.dtype.kind not in "iuf":
+        what = "a bool" if out.dtype.kind == "b" else f"dtype {out.dtype}"
+        raise ConfigError(
+            f"`stop` must be {expect}; {call} returned {what}. Return a signed distance "
+            "instead (e.g. jnp.where(done, -1.0, 1.0))."
+        )
+    return stop
+
+
+def check_save_memory(problem: Problem, n_saves: int, n_param_saves: int, obs_bytes: int):
+    """Refuse before the solve a run whose saved arrays (observables, loss and energy at
+    `n_saves` times, θ at `n_param_saves`) cannot fit in the device's memory."""
+    item = np.dtype(problem.dtype).itemsize
+    need = n_saves * (obs_bytes + 2 * item) + n_param_saves * problem.n_params * item
+    check_bytes(
+        f"saving {n_saves} times ({n_param_saves} with θ, {problem.n_params} parameters)",
+        need,
+        available_bytes(),
+        hint="save at fewer times, or pass save_params='ends' or 'none'.",
+    )
 
 
 def param_save_times(ts: np.ndarray, save_params: str) -> np.ndarray:
@@ -463,15 +624,19 @@ def simulate(
     - `save_params`: θ at every save time ('all'), at the first and last ('ends'), or
       never ('none'; observables only, for very wide networks).
     - `observables`: (problem, θ, t) → dict of arrays, evaluated inside the solve at each
-      save time; `loss` and the energy terms are always recorded.
+      save time; `loss` and the energy terms are always recorded. Checked (as `stop` is)
+      on a first, abstract evaluation at (θ(0), t0) before anything is compiled: a
+      `ConfigError` names what it returned, or what to change when JAX cannot trace it.
     - `clock`: what the solver steps in — a clock object or its name: 'physical' (t),
       'log' (s = ln(1 + t); for late-phase runs to t ~ 10⁶–10¹², at a cost growing like
       log t) or 'loss' (dt/ds = 1/L, t carried as a state, for losses decaying to 0; solved
       segment by segment between save times, `max_steps` per segment, t1 always saved, the
       observable `s` records the clock; no `stop`, no `dt0`, explicit solvers only; see
       `flows.LossClock`). Save times stay physical.
-    - `max_steps`: solver step budget. `dt0`: initial step (None: chosen by the toolkit
-      from the tolerances, and for Tsit5/Dopri from ρ(θ(0)), `flows._solvers.initial_step`;
+    - `max_steps`: solver step budget (at most `MAX_STEPS` = 10¹²; `n_save` and `ts` at
+      most `MAX_SAVES` = 10⁷ times, and what they save must fit in memory). `dt0`: initial
+      step (None: chosen by the toolkit from the tolerances, and for Tsit5/Dopri from
+      ρ(θ(0)), `flows._solvers.initial_step`;
       recorded as `stats.extra["dt0"]`, with `first_step_evals` — 22 evaluations with the
       ρ measurement (then `rho0`), 2 without — not in `vf_evals`).
     - `progress`: print a progress meter. `count_evals`: how to count vector-field calls:
@@ -495,14 +660,17 @@ def simulate(
     whether the energy identity and the monotone loss hold within 100·rtol·L(0)
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
+    problem = check_problem(problem)
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
     error_norm = check_error_norm(error_norm)
     if getattr(problem.model, "activation_kinks", None) is not None:
         warnings.warn(KINKS_WARNING, stacklevel=2)
     clock = as_clock(clock)
-    max_steps = as_int("max_steps", max_steps, minimum=1)
+    max_steps = check_max_steps(max_steps)
     dt0 = check_dt0(dt0)
     check_initial_state(problem)
+    observables, obs_bytes = check_observables(problem, observables, t0)
+    stop = check_stop(problem, stop, t0)
     auto = None
     if isinstance(solver, str) and solver == "auto":
         auto = measure_stiffness(problem, t0, t1, rtol)
@@ -537,6 +705,7 @@ def simulate(
             throw=throw,
             stop=stop,
             error_norm=error_norm,
+            obs_bytes=obs_bytes,
         )
     analytic_count = count_evals == "auto" and choice.evals_per_step is not None
     # RKC2 counts its own evaluations in its state (exact on accepted steps; a callback
@@ -549,6 +718,7 @@ def simulate(
         raise ConfigError(f"the log clock s = ln(1 + t) needs t0 ≥ 0; got t0 = {t0}.")
     ts = save_times(t0, t1, ts, n_save)
     pts = param_save_times(ts, save_params)
+    check_save_memory(problem, len(ts), len(pts), obs_bytes)
     settings = FlowSettings(
         rtol=rtol,
         atol=atol,
@@ -556,7 +726,7 @@ def simulate(
         dt0=dt0,
         count_evals=callback_count,
         progress=progress,
-        observables=observables or no_observables,
+        observables=observables,
         clock=clock,
         stop=stop,
         error_norm=error_norm,
@@ -677,7 +847,7 @@ def simulate(
         )
     params = {}
     if len(pts):
-        params = {k: np.asarray(v) for k, v in sol.ys[2].items()}
+        params = flat_params(sol.ys[2])
     if stopped or not ok:
         # The run ended at t_reached (a stop event, or a failure with throw=False): keep the
         # saves before it and append the state reached, so nothing past t_reached is reported.
@@ -686,10 +856,8 @@ def simulate(
         obs = {k: np.concatenate([v[keep], np.asarray(obs_end[k])[None]]) for k, v in obs.items()}
         if len(pts):
             pts = np.append(pts[pkeep], t_reached)
-            params = {
-                k: np.concatenate([v[pkeep], np.asarray(theta_end[k])[None]])
-                for k, v in params.items()
-            }
+            end = flat_params(theta_end)
+            params = {k: np.concatenate([v[pkeep], end[k][None]]) for k, v in params.items()}
     return assemble_trajectory(
         problem,
         times=ts,
@@ -722,6 +890,7 @@ def _simulate_loss_clock(
     throw,
     stop,
     error_norm="rms",
+    obs_bytes=0,
 ) -> Trajectory:
     """`simulate` with the loss clock (arguments validated by `simulate`)."""
     if stop is not None:
@@ -742,6 +911,7 @@ def _simulate_loss_clock(
     ts = save_times(t0, t1, ts, n_save)
     if ts[-1] < t1:
         ts = np.append(ts, t1)
+    check_save_memory(problem, len(ts), len(param_save_times(ts, save_params)), obs_bytes)
     config = flow_config(
         problem,
         choice,

@@ -8,8 +8,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import jax
 import numpy as np
 import xarray as xr
+
+from ._errors import ConfigError
 
 # the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
 from ._io import versions as versions
@@ -17,7 +20,75 @@ from ._io import write_atomic as write_atomic
 from ._io import write_netcdf
 from ._stats import SolveStats, certificate
 
-__all__ = ["Trajectory", "assemble_trajectory", "versions", "write_atomic"]
+__all__ = [
+    "Trajectory",
+    "assemble_trajectory",
+    "flat_params",
+    "param_names",
+    "stack_params",
+    "versions",
+    "write_atomic",
+]
+
+#: The name of θ itself when it is a bare array (a pytree of one leaf, no path).
+WHOLE_THETA = "theta"
+
+
+def _key_name(key) -> str:
+    """One step of a pytree path as text: a dict key, a sequence index, an attribute."""
+    tu = jax.tree_util
+    if isinstance(key, tu.DictKey):
+        return str(key.key)
+    if isinstance(key, tu.SequenceKey):
+        return str(key.idx)
+    if isinstance(key, tu.GetAttrKey):
+        return key.name
+    if isinstance(key, tu.FlattenedIndexKey):
+        return str(key.key)
+    return str(key)  # pragma: no cover - a key type jax adds later
+
+
+def param_names(tree, *, name: str = "theta0") -> list[str]:
+    """The names θ's leaves carry in results (`Trajectory.params`, netCDF variables), in
+    the order of `jax.tree_util.tree_leaves`: the leaf's path, steps joined by dots — a
+    dict of arrays keeps its keys (`W`, `b`), a nested dict gives `layer1.W`, a tuple or
+    list `0`, `1`, a list of dicts `0.W`, a bare array `theta`. A `/` in a key (Haiku's
+    `mlp/~/linear`) becomes `.` too: netCDF reserves `/` for groups.
+
+    Raises `ConfigError` (naming `name`) when two leaves would get the same name
+    (`{"a.b": …, "a": {"b": …}}`).
+    """
+    paths = [path for path, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    names = [
+        ".".join(_key_name(k).replace("/", ".") for k in path) or WHOLE_THETA for path in paths
+    ]
+    seen: dict[str, tuple] = {}
+    for path, n in zip(paths, names, strict=True):
+        if n in seen:
+            raise ConfigError(
+                f"`{name}` has two parameters that would both be saved as {n!r}: "
+                f"{name}{jax.tree_util.keystr(seen[n])} and {name}{jax.tree_util.keystr(path)} "
+                "(paths are named with their steps joined by dots, `/` read as a dot). "
+                "Rename one of the keys."
+            )
+        seen[n] = path
+    return names
+
+
+def flat_params(tree, *, name: str = "theta0") -> dict[str, np.ndarray]:
+    """θ (any pytree: a dict of arrays, nested dicts, tuples, lists, a bare array, each leaf
+    possibly with a leading time axis) as the flat `{name: array}` of `Trajectory.params`,
+    named by `param_names`."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    return {n: np.asarray(v) for n, v in zip(param_names(tree, name=name), leaves, strict=True)}
+
+
+def stack_params(thetas: list) -> dict[str, np.ndarray]:
+    """θ at several times (a list of pytrees of one structure) as `{name: (P, …) array}`."""
+    if not thetas:
+        return {}
+    stacked = jax.tree_util.tree_map(lambda *v: np.stack([np.asarray(a) for a in v]), *thetas)
+    return flat_params(stacked)
 
 
 @dataclasses.dataclass
@@ -63,9 +134,13 @@ class Trajectory:
 
     def to_dataset(self) -> xr.Dataset:
         """Labelled form: coordinate `time`; `loss(time)` and every observable; parameters on
-        `time` too (NaN at times where θ was not stored; `param_saved(time)` says where)."""
+        `time` too (NaN at times where θ was not stored; `param_saved(time)` says where),
+        under their names in `params` (θ's pytree paths: `W`, `layer1.W`, `0`; see
+        `param_names`) — a parameter whose name an observable or the data (`x`, `y`) holds
+        is saved as `theta.<name>`, its `parameter` attribute giving the name."""
         coords = {"time": self.times}
         data = {}
+        renamed: dict[str, str] = {}
         for name, arr in self.observables.items():
             arr = np.asarray(arr)
             dims = ("time",) + tuple(f"{name}_{i}" for i in range(1, arr.ndim))
@@ -77,18 +152,30 @@ class Trajectory:
             saved = np.zeros(len(self.times), dtype=np.int8)
             saved[idx] = 1
             data["param_saved"] = (("time",), saved)
+            taken = set(data) | {"time", "x", "y"}
             for name, arr in self.params.items():
+                arr = np.asarray(arr)
                 full = np.full((len(self.times),) + arr.shape[1:], np.nan)
                 full[idx] = arr
                 dims = self.param_dims.get(name) or tuple(
                     f"{name}_dim{i}" for i in range(1, arr.ndim)
                 )
-                data[name] = (("time",) + tuple(dims), full)
+                var = name if name not in taken else f"{WHOLE_THETA}.{name}"
+                if var in taken:
+                    raise ConfigError(
+                        f"the parameter {name!r} and an observable both need the variable "
+                        f"name {var!r}; rename the observable."
+                    )
+                data[var] = (("time",) + tuple(dims), full)
+                if var != name:  # an observable (or the data) holds its own name
+                    renamed[var] = name
         if "x" in self.data:
             data["x"] = (("sample", "dim"), np.asarray(self.data["x"]))
             y = np.asarray(self.data["y"])
             data["y"] = (("sample",) + tuple(f"y_{i}" for i in range(1, y.ndim)), y)
         ds = xr.Dataset(data, coords=coords)
+        for var, name in renamed.items():
+            ds[var].attrs["parameter"] = name
         ds.attrs["config"] = json.dumps(self.config, default=str)
         ds.attrs["stats"] = json.dumps(dict(self.stats), default=float)
         ds.attrs["versions"] = json.dumps(versions())

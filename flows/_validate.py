@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 from ._errors import ConfigError
 
 __all__ = [
+    "MAX_SAVES",
     "MAX_SEED",
+    "MAX_STEPS",
     "as_bool",
     "as_choice",
     "as_float",
@@ -41,19 +43,37 @@ __all__ = [
     "as_real_array",
     "as_seed",
     "as_tolerance",
+    "check_bytes",
+    "check_log_save_grid",
+    "evaluate_abstractly",
+    "short_repr",
+    "tracer_advice",
 ]
 
 #: PRNG seeds: jax.random.key takes a 64-bit value; beyond it numpy/jax overflow.
 MAX_SEED = 2**63 - 1
 
+#: The most save times one run may ask for (`n_save`, a `ts` grid). Each is a stop of the
+#: solver and a row of every saved array; 10⁷ is far past any figure, and the grid alone is
+#: then 80 MB. Beyond it a count is a typo (`n_save=10**13` would try to allocate 73 TiB).
+MAX_SAVES = 10**7
 
-def _show(value, limit: int = 80) -> str:
-    """`repr(value)`, shortened for messages."""
+#: The most steps one run may be given (`max_steps`; gradient descent's t1/η). At a
+#: microsecond a step — a tiny network — 10¹² steps take 11 days; beyond it a count is a
+#: typo (η = 1e-300), and past 2⁶³ it no longer fits the solvers' integer counters.
+MAX_STEPS = 10**12
+
+
+def short_repr(value, limit: int = 80) -> str:
+    """`repr(value)` on one line, shortened for messages."""
     try:
-        text = repr(value)
+        text = " ".join(repr(value).split())
     except Exception:  # pragma: no cover - exotic objects
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_show = short_repr
 
 
 def _tail(hint: str) -> str:
@@ -343,3 +363,130 @@ def as_key(name: str, value):
 def _seed_or_key(name: str, value) -> int:
     hint = "Pass an integer seed such as 0, or a key made by jax.random.key(seed)."
     return as_int(name, value, minimum=0, maximum=MAX_SEED, hint=hint)
+
+
+def check_log_save_grid(t1, n_save, t0, first) -> tuple[float, int, float, float]:
+    """The arguments of `flows.log_save_times(t1, n_save, t0, first)` checked: `t1` a finite
+    horizon > 0 and > `t0`, `t0` finite, `first` finite > 0, `n_save` an integer in
+    [2, `MAX_SAVES`] (before the grid is allocated). Returns them as Python numbers."""
+    t1 = as_float("t1", t1, positive=True, hint="It is the final save time, e.g. t1=1e6.")
+    t0 = as_float("t0", t0)
+    if not t1 > t0:
+        raise ConfigError(f"`t1` must be > t0 = {t0!r}; got t1 = {t1!r}.")
+    first = as_float(
+        "first", first, positive=True, hint="It is the first log-spaced save time, e.g. 1.0."
+    )
+    n_save = as_int(
+        "n_save",
+        n_save,
+        minimum=2,
+        maximum=MAX_SAVES,
+        hint="A few hundred log-spaced times draw any late-phase curve.",
+    )
+    return t1, n_save, t0, first
+
+
+# --- a user's functions, evaluated once before a run ------------------------------------
+
+#: What to change when JAX cannot trace a user's function, by the error it raised (most
+#: specific first: `TracerBoolConversionError` is a `ConcretizationTypeError`).
+_TRACER_ADVICE = (
+    (
+        "TracerArrayConversionError",
+        "it converts a traced JAX array to NumPy — an `np.` function (np.tanh, np.exp, "
+        "np.linalg.norm, np.asarray, …) applied to the parameters, the data or t. Write it "
+        "with `jax.numpy` instead (`import jax.numpy as jnp`; jnp.tanh, jnp.linalg.norm).",
+    ),
+    (
+        "TracerBoolConversionError",
+        "it branches in Python (`if`, `while`, `and`/`or`, `bool(…)`, `min`/`max` of arrays) "
+        "on a traced value, which has no True/False while the solve is compiled. Use "
+        "`jnp.where(cond, a, b)` (or `jax.lax.cond(cond, f, g, …)`) instead of the `if`, "
+        "`jnp.minimum`/`jnp.maximum` instead of `min`/`max`.",
+    ),
+    (
+        "TracerIntegerConversionError",
+        "it uses a traced value as a Python integer (`int(…)`, `range(…)`, an index of a "
+        "list). Keep integer quantities static (Python numbers, shapes), or index arrays "
+        "with `jnp.take`/`x[i]` on JAX arrays.",
+    ),
+    (
+        "ConcretizationTypeError",
+        "it needs the concrete value of a traced array (`float(…)`, `int(…)`, `.item()`, a "
+        "Python `if`, or a shape that depends on values). Use `jnp.where`/`jax.lax.cond` "
+        "for branches, `x.astype(…)` for conversions, and shapes that do not depend on "
+        "the values.",
+    ),
+)
+
+
+def tracer_advice(exc: BaseException) -> str | None:
+    """What to change in a user's function that raised `exc` while JAX traced it (a
+    `jax.errors.Tracer…Error`/`ConcretizationTypeError`); None for any other error."""
+    import jax
+
+    for cls_name, advice in _TRACER_ADVICE:
+        if isinstance(exc, getattr(jax.errors, cls_name)):
+            return advice
+    return None
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def evaluate_abstractly(name: str, fn, *args, call: str):
+    """The shapes and dtypes of `fn(*args)`, traced as the solve will trace it but computing
+    nothing (`jax.eval_shape`; array outputs come back as `jax.ShapeDtypeStruct`, anything
+    else as it is; array and `ShapeDtypeStruct` leaves of `args` are traced, the rest
+    static): a user's model, loss, observables or stop condition checked on a first
+    evaluation, before any compilation or allocation.
+
+    An error inside is a `ConfigError` naming the argument `name` and the evaluation
+    `call` (e.g. "observables(problem, θ(0), t = 0.0)"), chained to the original: for
+    JAX's tracer errors (`np.` on traced values, a Python `if` on them) with what to write
+    instead (`tracer_advice`); a `ConfigError` raised inside passes as it is.
+    """
+    import equinox as eqx
+    import jax
+
+    def abstract(v) -> bool:
+        return eqx.is_array(v) or isinstance(v, jax.ShapeDtypeStruct)
+
+    dynamic, static = eqx.partition(args, abstract)
+    kept = {}
+
+    def run(dyn):
+        out = fn(*eqx.combine(dyn, static))
+        # non-array outputs (a string, a list of numbers) come back as they are, to be
+        # named by the caller's check rather than refused by JAX as "not a valid JAX type"
+        arrays, kept["static"] = eqx.partition(out, eqx.is_array)
+        return arrays
+
+    try:
+        shapes = jax.eval_shape(run, dynamic)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        advice = tracer_advice(exc)
+        if advice is not None:
+            raise ConfigError(
+                f"`{name}` cannot be traced by JAX on its first evaluation, {call}: {advice} "
+                f"(JAX: {type(exc).__name__}: {_first_line(exc)})"
+            ) from exc
+        raise ConfigError(
+            f"`{name}` raised {type(exc).__name__} on its first evaluation, {call}: "
+            f"{_first_line(exc)}"
+        ) from exc
+    return eqx.combine(shapes, kept["static"])
+
+
+def check_bytes(what: str, need: int, have: int | None, *, hint: str) -> None:
+    """Refuse (`ConfigError`) an allocation of `need` bytes where only `have` exist (None:
+    unknown, nothing refused), before it is attempted."""
+    if have is not None and need > have:
+        raise ConfigError(
+            f"{what} needs {need / 2**30:.3g} GiB but the device has {have / 2**30:.3g} GiB; {hint}"
+        )
