@@ -63,7 +63,7 @@ from ._errors import ConfigError, SolverError
 from ._problem import Problem
 from ._solvers import check_error_norm
 from ._stats import Result, SolveStats
-from ._trajectory import Trajectory, assemble_trajectory
+from ._trajectory import Trajectory, assemble_trajectory, flat_params
 from ._validate import as_float, as_int
 
 __all__ = ["simulate_nonsmooth", "KINK_OBSERVABLES", "NONSMOOTH_CLOCKS"]
@@ -1298,9 +1298,20 @@ def simulate_nonsmooth(
     `root_evals`, `max_switch_residual`, `max_pattern_mismatch`, `unresolved_events` (events
     decided by the minimum-norm fallback).
     """
-    from ._simulate import check_common, param_save_times, save_times
+    from ._simulate import (
+        check_common,
+        check_max_steps,
+        check_n_save,
+        check_observables,
+        check_problem,
+        param_save_times,
+        save_times,
+    )
 
+    problem = check_problem(problem)
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
+    if ts is None:
+        n_save = check_n_save(n_save)
     pl = problem.model.activation_kinks
     if pl is None:
         raise ConfigError(
@@ -1313,7 +1324,7 @@ def simulate_nonsmooth(
         raise ConfigError(f"`clock` must be one of {NONSMOOTH_CLOCKS}; got {clock!r}.")
     if clock in ("log", "loss") and t0 < 0:
         raise ConfigError(f"the {clock} clock needs t0 ≥ 0; got t0 = {t0}.")
-    max_steps = as_int("max_steps", max_steps, minimum=1)
+    max_steps = check_max_steps(max_steps)
     max_events = as_int("max_events", max_events, minimum=1)
     max_sliding = as_int("max_sliding", max_sliding, minimum=1)
     max_candidates = as_int("max_candidates", max_candidates, minimum=1)
@@ -1322,6 +1333,8 @@ def simulate_nonsmooth(
     kink_tol = as_float("kink_tol", kink_tol, positive=True)
     storm_span = as_float("storm_span", storm_span, positive=True)
     error_norm = check_error_norm(error_norm)
+    if observables is not None:
+        observables, _ = check_observables(problem, observables, t0)
     layout = _layout(problem)
     max_candidates = min(max_candidates, layout.size)
     max_sliding = min(max_sliding, layout.size)
@@ -1415,7 +1428,7 @@ def simulate_nonsmooth(
     t_reached = float(out["y"][2])
     obs = {name: np.asarray(v)[:k] for name, v in out["buf"].items()}
     kp = int(out["kp"])
-    params = {name: np.asarray(v)[:kp] for name, v in out["pbuf"].items()}
+    params = {name: v[:kp] for name, v in flat_params(out["pbuf"]).items()}
     times = ts[:k]
     ptimes = ts[pts_mask][:kp]
     steps, rejected = int(out["steps"]), int(out["rejected"])

@@ -412,3 +412,23 @@ def test_log_save_grid_refuses_non_finite_and_non_positive_horizons(args, match)
 def test_log_save_times_refuses_a_bad_horizon(t1):
     with pytest.raises(ConfigError, match="`t1`"):
         flows.log_save_times(t1, 5)
+
+
+# ---------------------------------------------------------------------------------------
+# The event flow's entry point refuses the same misuse, before compiling anything
+
+
+def test_simulate_nonsmooth_names_misuse_before_compiling():
+    from flows.experiments.linear_teacher.data import symmetric_gaussians
+    from flows.models import LeakyReLUNet
+
+    data = symmetric_gaussians(10, 2, mean=1.0, seed=0)
+    p = flows.make_problem(LeakyReLUNet(k=2, d=2, slope=0.1), data.train, key=0)
+    with pytest.raises(ConfigError, match="`problem` must be a flows.Problem"):
+        flows.simulate_nonsmooth("abc", t1=1.0)
+    with pytest.raises(ConfigError, match="`n_save`"):
+        flows.simulate_nonsmooth(p, t1=1.0, n_save=10**13)
+    with pytest.raises(ConfigError, match="`max_steps`"):
+        flows.simulate_nonsmooth(p, t1=1.0, max_steps=2**64)
+    with pytest.raises(ConfigError, match="`observables` must return"):
+        flows.simulate_nonsmooth(p, t1=1.0, observables=lambda problem, theta, t: [1.0])
