@@ -254,7 +254,7 @@ def check_regular_or_absent(path: str | os.PathLike, what: str) -> None:
     written through, followed or removed. Run it before computing."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # absent (or under a file: refused later)
         return
     except OSError as exc:
         raise ConfigError(f"cannot inspect {str(path)!r} ({exc.strerror}).") from None

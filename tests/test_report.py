@@ -330,7 +330,7 @@ def test_check_writes_reports_and_index(tmp_path, fake_runs, capsys):
         assert REPORT_NAME in owned and set(exp.files) <= set(owned)
         assert "main run" in page  # the loss curve read back from trajectory.nc
         assert str(folder / REPORT_NAME) in out
-    assert json.loads((tmp_path / MANIFEST).read_text())["files"] == [INDEX_NAME]
+    assert list(json.loads((tmp_path / MANIFEST).read_text())["files"]) == [INDEX_NAME]
     assert "[4/4]" in out and "all done" in out  # a progress line per finished experiment
     # a second run replaces its own reports and index
     assert _cli.main(["check", "all", "--quick", "--out", str(tmp_path)]) == 1
