@@ -30,6 +30,9 @@ __all__ = [
     "write_atomic",
 ]
 
+#: Observables every run has, under these names always (a parameter so named is renamed).
+_CORE = frozenset({"loss", "energy", "energy_residual", "param_saved"})
+
 #: The name of θ itself when it is a bare array (a pytree of one leaf, no path).
 WHOLE_THETA = "theta"
 
@@ -136,15 +139,22 @@ class Trajectory:
         """Labelled form: coordinate `time`; `loss(time)` and every observable; parameters on
         `time` too (NaN at times where θ was not stored; `param_saved(time)` says where),
         under their names in `params` (θ's pytree paths: `W`, `layer1.W`, `0`; see
-        `param_names`) — a parameter whose name an observable or the data (`x`, `y`) holds
-        is saved as `theta.<name>`, its `parameter` attribute giving the name."""
+        `param_names`: the names the papers' contracts give, e.g. `b(time, class)`). An
+        observable named like a saved parameter is saved as `obs.<name>` (its `observable`
+        attribute giving the name), a parameter named like the data (`x`, `y`) as
+        `theta.<name>` (attribute `parameter`): nothing is overwritten."""
         coords = {"time": self.times}
         data = {}
         renamed: dict[str, str] = {}
+        obs_renamed: dict[str, str] = {}
+        param_vars = set(self.params) if len(self.param_times) else set()
         for name, arr in self.observables.items():
             arr = np.asarray(arr)
+            var = name if name not in param_vars or name in _CORE else f"obs.{name}"
             dims = ("time",) + tuple(f"{name}_{i}" for i in range(1, arr.ndim))
-            data[name] = (dims, arr)
+            data[var] = (dims, arr)
+            if var != name:
+                obs_renamed[var] = name
         if len(self.param_times):
             idx = np.array([int(np.argmin(np.abs(self.times - t))) for t in self.param_times])
             if not np.allclose(self.times[idx], self.param_times, rtol=0, atol=1e-12):
@@ -176,6 +186,8 @@ class Trajectory:
         ds = xr.Dataset(data, coords=coords)
         for var, name in renamed.items():
             ds[var].attrs["parameter"] = name
+        for var, name in obs_renamed.items():
+            ds[var].attrs["observable"] = name
         ds.attrs["config"] = json.dumps(self.config, default=str)
         ds.attrs["stats"] = json.dumps(dict(self.stats), default=float)
         ds.attrs["versions"] = json.dumps(versions())

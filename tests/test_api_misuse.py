@@ -115,11 +115,19 @@ def test_parameter_names_follow_paths_and_clashes_are_refused(tmp_path):
         assert "mlp.~.linear.w" in ds
     with pytest.raises(ConfigError, match=r"theta0.*both be saved as 'a\.b'"):
         flows.make_problem(lambda q, x: x[:, 0], DATA, theta0={"a.b": V0, "a": {"b": V0}})
-    # a parameter named like the data or an observable is saved as theta.<name>
+    # a parameter named like the data is saved as theta.<name>
     p = flows.make_problem(lambda q, x: x @ q["x"], DATA, theta0={"x": W0[:, 0]})
     with xr.open_dataset(flows.simulate(p, t1=0.5, n_save=2).save(tmp_path / "x.nc")) as ds:
         assert ds["x"].dims == ("sample", "dim")
         assert ds["theta.x"].attrs["parameter"] == "x"
+    # an observable named like a parameter (bias-plateau's b(t) beside the parameter b):
+    # the parameter keeps the contract's name, the observable is saved as obs.<name>
+    p = flows.make_problem(lambda q, x: x @ q["v"], DATA, theta0={"v": W0[:, 0]})
+    flow = flows.simulate(p, t1=0.5, n_save=3, observables=lambda pb, q, t: {"v": q["v"]})
+    with xr.open_dataset(flow.save(tmp_path / "v.nc")) as ds:
+        assert ds["v"].dims == ("time", "v_dim1") and int(ds["param_saved"].sum()) == 2
+        assert ds["obs.v"].attrs["observable"] == "v"
+        np.testing.assert_array_equal(ds["obs.v"].values, flow.observables["v"])
 
 
 @pytest.mark.parametrize("kind", ["tuple", "nested dict"])
