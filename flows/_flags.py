@@ -25,6 +25,7 @@ __all__ = [
     "refuse_inapplicable",
     "seed",
     "tolerance",
+    "tolerance_flags",
     "typed",
 ]
 
@@ -191,3 +192,22 @@ def refuse_inapplicable(
             + f". Drop {listed}, or {'use' if 'method' in typed else 'add'} {switch}."
         )
     raise ConfigError(" ".join(problems))
+
+
+def tolerance_flags(
+    rtol: str, atol: str, *, methods: tuple[str, ...] | None = None, defaults: bool = False
+) -> tuple[Flag, Flag]:
+    """`--rtol` and `--atol` as every paper declares them: `rtol`/`atol` are the defaults as
+    text ("1e-6"), named in the help; `defaults` makes them the argparse defaults too (else
+    None: the experiment's own); `methods` as `Flag.methods`."""
+
+    def flag(name: str, kind: str, text: str) -> Flag:
+        return Flag(
+            name,
+            f"{kind} tolerance (default {text})",
+            tolerance(f"--{name}", text),
+            default=float(text) if defaults else None,
+            methods=methods,
+        )
+
+    return flag("rtol", "relative", rtol), flag("atol", "absolute", atol)

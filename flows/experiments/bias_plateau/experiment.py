@@ -349,18 +349,7 @@ class BiasPlateauExperiment(AbstractExperiment):
             fl.positive("--lr"),
             methods=("gd",),
         ),
-        Flag(
-            "rtol",
-            "relative tolerance (default 1e-6)",
-            fl.tolerance("--rtol", "1e-6"),
-            methods=("flow",),
-        ),
-        Flag(
-            "atol",
-            "absolute tolerance (default 1e-9)",
-            fl.tolerance("--atol", "1e-9"),
-            methods=("flow",),
-        ),
+        *fl.tolerance_flags("1e-6", "1e-9", methods=("flow",)),
         Flag(
             "init_scale",
             "how --delta is read: 'output' (default; the output scale, each layer × δ^(1/r), "

@@ -293,8 +293,7 @@ class DeepLinearExperiment(AbstractExperiment):
         Flag("t1", "final time (default 14)", fl.positive("--t1")),
         Flag("seed", "seed of data and random init (default 0)", fl.seed()),
         Flag("solver", "ODE solver (default tsit5)", choices=("auto", *sorted(SOLVERS))),
-        Flag("rtol", "relative tolerance (default 1e-8)", fl.tolerance("--rtol", "1e-8")),
-        Flag("atol", "absolute tolerance (default 1e-12)", fl.tolerance("--atol", "1e-12")),
+        *fl.tolerance_flags("1e-8", "1e-12"),
         Flag("n_save", "save times (default 401)", fl.count("--n-save", 2)),
         Flag("max_steps", "solver step budget (default 200000)", fl.count("--max-steps")),
         Flag(

@@ -404,8 +404,7 @@ class LinearTeacherExperiment(AbstractExperiment):
         Flag("mean", "class mean m·e₁ (default 3)", fl.positive("--mean")),
         Flag("t1", "final time, > 1 (default 1e8)", fl.real("--t1", lo=1.0)),
         Flag("n_save", "log-spaced save times (default 61)", fl.count("--n-save", 3)),
-        Flag("rtol", "relative tolerance (default 1e-6)", fl.tolerance("--rtol", "1e-6")),
-        Flag("atol", "absolute tolerance (default 1e-9)", fl.tolerance("--atol", "1e-9")),
+        *fl.tolerance_flags("1e-6", "1e-9"),
         Flag(
             "beta", "β of the NAR/PAR tests, ≥ 0 (default 0)", fl.real("--beta", nonnegative=True)
         ),

@@ -363,18 +363,7 @@ class MultistageExperiment(AbstractExperiment):
             choices=_solver_names(),
             methods=("flow",),
         ),
-        Flag(
-            "rtol",
-            "relative tolerance (default 1e-6)",
-            fl.tolerance("--rtol", "1e-6"),
-            methods=("flow",),
-        ),
-        Flag(
-            "atol",
-            "absolute tolerance (default 1e-9)",
-            fl.tolerance("--atol", "1e-9"),
-            methods=("flow",),
-        ),
+        *fl.tolerance_flags("1e-6", "1e-9", methods=("flow",)),
         Flag(
             "error_norm",
             "norm of the scaled local error the step size controls: rms (default) or max "
@@ -433,18 +422,7 @@ class MultistageExperiment(AbstractExperiment):
             choices=("float64", "float32"),
             default="float64",
         ),
-        Flag(
-            "rtol",
-            "relative tolerance (default 1e-6)",
-            fl.tolerance("--rtol", "1e-6"),
-            default=1e-6,
-        ),
-        Flag(
-            "atol",
-            "absolute tolerance (default 1e-9)",
-            fl.tolerance("--atol", "1e-9"),
-            default=1e-9,
-        ),
+        *fl.tolerance_flags("1e-6", "1e-9", defaults=True),
         Flag(
             "error_norm",
             "norm of the scaled local error the step size controls: rms (default) or max "
