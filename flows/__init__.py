@@ -29,6 +29,8 @@ from ._clocks import LogClock as LogClock  # noqa: E402
 from ._clocks import LossClock as LossClock  # noqa: E402
 from ._clocks import PhysicalClock as PhysicalClock  # noqa: E402
 from ._clocks import log_save_times as log_save_times  # noqa: E402
+from ._compile import disable_compilation_cache as disable_compilation_cache  # noqa: E402
+from ._compile import enable_compilation_cache as enable_compilation_cache  # noqa: E402
 from ._data import TARGETS as TARGETS  # noqa: E402
 from ._data import DataMoments as DataMoments  # noqa: E402
 from ._data import Dataset as Dataset  # noqa: E402

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._clocks import PhysicalClock
+from ._compile import compile_program
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
 from ._simulate import (
@@ -35,6 +36,7 @@ from ._simulate import (
     flow_config,
     param_save_times,
     rkc_extra,
+    runtime_solver,
     solve_flow,
 )
 from ._solvers import SolverChoice, cached, check_error_norm, resolve_solver
@@ -105,9 +107,9 @@ def stack_problems(problems: list[Problem]) -> tuple[Problem, Problem]:
     )
 
 
-def _solve_batch(settings: FlowSettings, solver, batched, shared, ts, pts, t0, t1):
+def _solve_batch(settings: FlowSettings, solver, batched, shared, ts, pts, t0, t1, tol):
     def one(b, ts_, pts_, t1_):
-        return solve_flow(settings, solver, eqx.combine(b, shared), ts_, pts_, t0, t1_)
+        return solve_flow(settings, solver, eqx.combine(b, shared), ts_, pts_, t0, t1_, tol)
 
     return jax.vmap(one)(batched, ts, pts, t1)
 
@@ -208,11 +210,14 @@ def simulate_batch(
         jnp.asarray(pts),
         jnp.asarray(0.0),
         jnp.asarray(np.asarray(t1s)),
+        settings.tol(),
     )
+    static = settings.compile_settings()
+    solver, solver_k = runtime_solver(choice.solver)
     key = (
         "batch",
-        settings,
-        choice.key,
+        static,
+        solver_k,
         len(problems),
         n_save,
         pts.shape[1],
@@ -220,13 +225,10 @@ def simulate_batch(
         jax.tree_util.tree_structure(shared),
     ) + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves((batched, shared)))
     start = time.perf_counter()
-    compiled, _ = cached(
-        key,
-        lambda: eqx.filter_jit(_solve_batch).lower(settings, choice.solver, *args).compile(),
-    )
+    compiled, _ = cached(key, lambda: compile_program(_solve_batch, static, solver, *args))
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
-    sol = compiled(settings, choice.solver, *args)
+    sol = compiled(static, solver, *args)
     jax.block_until_ready(sol.ys)
     wall_s = time.perf_counter() - start
 

@@ -39,12 +39,42 @@ import sys
 import time
 from pathlib import Path
 
+import _flows_launch as launch
+
+from . import _compile
 from . import _flags as fl
 from ._errors import ConfigError, SolverError, WriteError
 from ._flags import Flag
 from ._io import REPORT_NAME
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_SOLVER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _enable_cache() -> None:
+    """Turn the persistent compilation cache on; a folder that cannot be used, and later a
+    cache entry that cannot be read or written, are one line each on stderr ("flows:
+    warning: …") and the run goes on uncached."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _compile.enable_compilation_cache()
+    for w in caught:
+        print(f"flows: warning: {w.message}", file=sys.stderr)
+    default = warnings.showwarning
+    if getattr(default, "flows_cache_lines", False):  # already installed (main called again)
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if "persistent compilation cache" in text or "persistent cache" in text:
+            first = text.splitlines()[0] if text else text
+            print(f"flows: warning: {first} (compiled again; the run goes on)", file=sys.stderr)
+            return
+        default(message, category, filename, lineno, file, line)
+
+    show.flows_cache_lines = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 def _experiments():
@@ -89,14 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     under `flows simulate <name>` and `flows sweep <name>` (a flag it does not declare is
     refused by argparse, exit 2)."""
     exps = _experiments()
-    p = _Parser(
-        prog="flows",
-        description="Exact gradient flows of small networks vs reduced models and theorems.",
-    )
+    p = _Parser(prog="flows", description=launch.DESCRIPTION)
+    launch.add_top_level(p)
     sub = p.add_subparsers(dest="command", required=True)
 
-    c = sub.add_parser("check", help="run an experiment and check the paper's claims")
-    c.add_argument("experiment", nargs="?", default="all", choices=[*sorted(exps), "all"])
+    c = sub.add_parser("check", help=launch.COMMANDS["check"])
+    c.add_argument(
+        "experiment",
+        nargs="?",
+        default="all",
+        choices=[*sorted(exps), "all"],
+        help="the paper to check, or 'all' (default: every paper)",
+    )
     c.add_argument("--quick", action="store_true", help="smaller, faster version")
     c.add_argument("--out", default="results", help="output folder (default: ./results)")
     c.add_argument(
@@ -117,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-report", action="store_true", help="do not write report.html (and index.html)"
     )
 
-    s = sub.add_parser("simulate", help="integrate one gradient flow and save trajectory.nc")
+    s = sub.add_parser("simulate", help=launch.COMMANDS["simulate"])
     s_sub = s.add_subparsers(dest="experiment", required=True, metavar="experiment")
     for name in sorted(exps):
         e = exps[name]
@@ -134,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser(
         "sweep",
-        help="run a grid of gradient flows (batched, resumable, optionally on Dask)",
+        help=launch.COMMANDS["sweep"],
         description="Every point is written atomically to OUT/points/, the combined results "
         "to OUT/sweep.nc. Rerunning the same command resumes (completed points are skipped, "
         "failed ones retried); a larger grid extends the folder. Exit status: 0 all points "
@@ -149,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         for flag in (*e.sweep_flags, *SWEEP_ENGINE_FLAGS):
             flag.add_to(wp)
 
-    d = sub.add_parser("derive", help="check the symbolic derivations (sympy)")
+    d = sub.add_parser("derive", help=launch.COMMANDS["derive"])
     d.add_argument("paper", nargs="?", default="all")
     d.add_argument(
         "--time-budget",
@@ -597,6 +631,8 @@ def main(argv=None, *, check_environment: bool = False) -> int:
     try:
         if check_environment:
             _check_environment()
+        if not args.no_cache and not _compile.cache_disabled_by_env():
+            _enable_cache()
         if args.command == "check":
             return _cmd_check(args)
         if args.command == "simulate":

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from ._compile import callback_free
 from ._errors import ConfigError, SolverError
 from ._problem import Problem
 from ._solvers import check_error_norm
@@ -1374,7 +1375,8 @@ def simulate_nonsmooth(
             jitted = jax.jit(functools.partial(fn, static=static, settings=settings, layout=layout))
             if len(_CACHE) >= 16:
                 _CACHE.pop(next(iter(_CACHE)))
-            _CACHE[key] = jitted.lower(*args).compile()
+            with callback_free():
+                _CACHE[key] = jitted.lower(*args).compile()
         return _CACHE[key]
 
     start = time.perf_counter()

@@ -21,6 +21,7 @@ import numpy as np
 import optimistix as optx
 
 from ._clocks import AbstractClock, LossClock, PhysicalClock, as_clock
+from ._compile import compile_program
 from ._errors import ConfigError, SolverError
 from ._implicit import reports_products_to
 from ._loss_clock import solve_loss_clock
@@ -38,6 +39,7 @@ from ._solvers import (
     initial_step,
     pid_controller,
     resolve_solver,
+    solver_key,
     spectral_radius,
 )
 from ._solvers import SOLVERS as SOLVERS
@@ -387,11 +389,12 @@ def rkc_extra(solver_state, index: int | None = None, *, last_stages: bool = Tru
 
 @dataclasses.dataclass(frozen=True)
 class FlowSettings:
-    """Static settings of a compiled flow solve (part of its cache key; the solver object
-    is passed alongside)."""
+    """Settings of a compiled flow solve. All but `rtol`/`atol` are static (part of the
+    compile key; the solver object is passed alongside); the tolerances are run-time
+    values (`solve_flow`'s `tol`), so `compile_settings()` drops them from the key."""
 
-    rtol: float
-    atol: float
+    rtol: float | None
+    atol: float | None
     max_steps: int
     dt0: float | None
     count_evals: bool
@@ -400,6 +403,29 @@ class FlowSettings:
     clock: AbstractClock = PhysicalClock()
     stop: Callable | None = None
     error_norm: str = "rms"
+
+    def compile_settings(self) -> FlowSettings:
+        """These settings without the tolerances: what the compiled program depends on."""
+        return dataclasses.replace(self, rtol=None, atol=None)
+
+    def tol(self) -> tuple:
+        """(rtol, atol) as run-time arrays. Weakly typed, as the Python floats they replace:
+        in a float32 solve they act in float32, and the program is the same."""
+        assert self.rtol is not None and self.atol is not None
+        return runtime_tolerances((self.rtol, self.atol))
+
+
+def runtime_tolerances(tol) -> tuple:
+    """(rtol, atol) as weakly typed 0-d arrays: traced, so a new value does not recompile."""
+    return tuple(jnp.asarray(float(v)) for v in tol)
+
+
+def runtime_solver(solver):
+    """The solver with the tolerances it carries (RKC2, ESERK4, ROCK4 with a non-stiff
+    method: those of the controller) as run-time arrays, and its compile key."""
+    if isinstance(solver, AbstractStabilizedSolver) and solver.tolerances is not None:
+        solver = eqx.tree_at(lambda s: s.tolerances, solver, runtime_tolerances(solver.tolerances))
+    return solver, solver_key(solver)
 
 
 #: Power iterations (Hessian-vector products) behind the toolkit's first step of a classical
@@ -410,7 +436,7 @@ FIRST_STEP_POWER_ITERS = 20
 FIRST_STEP_EVALS = FIRST_STEP_POWER_ITERS + 2
 
 
-def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1):
+def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1, tol):
     """(first step, ρ at θ(0)) in clock units: `settings.dt0` when given (ρ then NaN, not
     measured), else the toolkit's choice (`flows._solvers.initial_step`) from the
     tolerances, capped by the stability bound of a classical explicit solver — for which
@@ -438,8 +464,8 @@ def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1
         lambda t, th: vector_field(t, (th, e0), problem)[0],
         t0,
         y0[0],
-        rtol=settings.rtol,
-        atol=settings.atol,
+        rtol=tol[0],
+        atol=tol[1],
         order=int(order),
         # the estimate approaches ρ from below: 1.2 as the stabilized solvers use
         rho=1.2 * rho + 1e-12,
@@ -453,12 +479,12 @@ def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1
     return h.astype(fdt), rho.astype(fdt)
 
 
-def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
+def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
     """One `diffrax.diffeqsolve` of the flow with the energy as an extra state; `ts`, `pts`,
-    `t0`, `t1` are clock values. Saves the observables at `ts`, (t, θ, observables) at the
-    end, θ at `pts`, (first step, ρ(θ(0))) last, and a stabilized solver's state (its
-    evaluation counts). With `settings.dt0` None the first step is the toolkit's
-    (`first_step`)."""
+    `t0`, `t1` are clock values, `tol` the run-time (rtol, atol) (`FlowSettings.tol`).
+    Saves the observables at `ts`, (t, θ, observables) at the end, θ at `pts`, (first
+    step, ρ(θ(0))) last, and a stabilized solver's state (its evaluation counts). With
+    `settings.dt0` None the first step is the toolkit's (`first_step`)."""
     # diffrax promotes the state to the times' dtype: float64 times would silently turn a
     # float32 problem's θ (and so its whole vector field) into float64
     ts, pts, t0, t1 = (jnp.asarray(v, dtype=problem.dtype) for v in (ts, pts, t0, t1))
@@ -508,7 +534,7 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
     y0 = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
     # the first-step choice is not counted by the callback: `stats.extra["first_step_evals"]`
     plain = lambda s_, y_, prob: field(s_, y_, prob, False)  # noqa: E731
-    dt0, rho0 = first_step(settings, solver, plain, problem, y0, t0, t1)
+    dt0, rho0 = first_step(settings, solver, plain, problem, y0, t0, t1, tol)
     # reported in the trajectory's stats (`dt0`, `rho0`): saved once, at t0
     subs.append(diffrax.SubSaveAt(t0=True, fn=lambda t, y, prob: (dt0, rho0)))
     return diffrax.diffeqsolve(
@@ -520,7 +546,7 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1):
         y0,
         args=problem,
         saveat=diffrax.SaveAt(subs=subs, solver_state=rkc),
-        stepsize_controller=pid_controller(settings.rtol, settings.atol, settings.error_norm),
+        stepsize_controller=pid_controller(tol[0], tol[1], settings.error_norm),
         max_steps=settings.max_steps,
         throw=False,
         progress_meter=meter,
@@ -738,20 +764,20 @@ def simulate(
         jnp.asarray(to_s(pts)),
         jnp.asarray(to_s(t0)),
         jnp.asarray(to_s(t1)),
+        settings.tol(),
     )
-    key = ("flow", settings, choice.key, jax.tree_util.tree_structure(problem), len(ts)) + (
+    static = settings.compile_settings()
+    solver, solver_k = runtime_solver(choice.solver)
+    key = ("flow", static, solver_k, jax.tree_util.tree_structure(problem), len(ts)) + (
         len(pts),
         *((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)),
     )
     start = time.perf_counter()
-    compiled, _ = cached(
-        key,
-        lambda: eqx.filter_jit(solve_flow).lower(settings, choice.solver, *args).compile(),
-    )
+    compiled, _ = cached(key, lambda: compile_program(solve_flow, static, solver, *args))
     compile_s = time.perf_counter() - start
     EVAL_COUNTER.reset()
     start = time.perf_counter()
-    sol = compiled(settings, choice.solver, *args)
+    sol = compiled(static, solver, *args)
     jax.block_until_ready(sol.ys)
     wall_s = time.perf_counter() - start
 

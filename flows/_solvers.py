@@ -288,7 +288,7 @@ def describe_solver(solver) -> dict:
     }
 
 
-def _solver_key(solver) -> Hashable:
+def solver_key(solver) -> Hashable:
     """A hashable description of a solver object for the compile cache: its tree structure
     (static fields included), its non-array leaves, and the shapes and dtypes of its array
     leaves (arrays are traced, so their values do not change the compiled solve)."""
@@ -443,7 +443,7 @@ def resolve_solver(
         requested=requested,
         implicit=implicit,
         evals_per_step=EVALS_PER_STEP.get(name),
-        key=_solver_key(obj),
+        key=solver_key(obj),
     )
 
 

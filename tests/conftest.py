@@ -28,6 +28,21 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+# The persistent compilation cache for the suite, shared with the commands it starts (they
+# read FLOWS_CACHE_DIR) and kept between runs (`.ci/run`'s second pytest, a developer's
+# reruns): a test module recompiles what an earlier one compiled only as a disk read.
+# FLOWS_CACHE_DIR chooses another folder; FLOWS_NO_CACHE=1 runs the suite uncached.
+_TEST_CACHE = os.environ.setdefault(
+    "FLOWS_CACHE_DIR",
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pytest_cache", "flows-jax"
+    ),
+)
+from flows import _compile  # noqa: E402
+
+if not _compile.cache_disabled_by_env():
+    _compile.enable_compilation_cache(_TEST_CACHE)
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 

@@ -1,0 +1,269 @@
+"""Compilation paid once: tolerances are run-time values (one compiled program across a
+sweep over rtol), the solves carry no host callbacks and so are written to JAX's persistent
+cache and read back by the next process, and a cache that is corrupt, unusable or shared by
+concurrent processes never changes a result."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import flows
+from flows import _compile, _solvers
+from flows.models import TwoLayer
+
+
+def _problem(dtype="float64"):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(12, 3))
+    y = np.tanh(x @ np.array([1.0, -0.5, 0.25]))[:, None]
+    return flows.make_problem(
+        TwoLayer(m=6, d=3, alpha=0.5), flows.from_arrays(x, y), 1, dtype=dtype
+    )
+
+
+def _flow_programs() -> int:
+    return sum(1 for k in _solvers._COMPILED if isinstance(k, tuple) and k[0] == "flow")
+
+
+@pytest.mark.parametrize("solver", ["tsit5", "rkc", "kvaerno5"])
+def test_a_sweep_over_rtol_compiles_once(solver):
+    problem = _problem()
+    before = _flow_programs()
+    runs = [
+        flows.simulate(problem, t1=2.0, rtol=r, atol=r * 1e-3, solver=solver)
+        for r in (1e-4, 1e-6, 1e-7)
+    ]
+    assert _flow_programs() == before + 1
+    # the tolerances act: tighter rtol, more steps
+    steps = [t.stats.steps for t in runs]
+    assert steps[0] < steps[1] < steps[2], steps
+
+
+def test_a_reused_program_gives_what_a_fresh_one_gives():
+    """A program compiled at rtol 1e-4 and run at 1e-7 gives bit for bit what a program
+    compiled for 1e-7 gives: no tolerance is left baked in."""
+    problem = _problem()
+    flows.simulate(problem, t1=2.0, rtol=1e-4, atol=1e-7, save_params="all")
+    reused = flows.simulate(problem, t1=2.0, rtol=1e-7, atol=1e-10, save_params="all")
+    _solvers._COMPILED.clear()
+    fresh = flows.simulate(problem, t1=2.0, rtol=1e-7, atol=1e-10, save_params="all")
+    assert reused.stats.steps == fresh.stats.steps
+    for a, b in zip(
+        (reused.loss, *reused.to_dataset().data_vars.values()),
+        (fresh.loss, *fresh.to_dataset().data_vars.values()),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_float32_tolerances_stay_float32():
+    """The run-time tolerances are weakly typed: a float32 solve stays float32."""
+    traj = flows.simulate(_problem("float32"), t1=1.0, rtol=1e-5, atol=1e-8, save_params="ends")
+    assert traj.loss.dtype == np.float32  # the solve's state: float32 throughout
+    assert np.asarray(traj.to_dataset()["energy"]).dtype == np.float32
+
+
+def test_callback_free_leaves_users_checks_raising():
+    """Inside `callback_free` equinox's checks trace without a host callback; outside it a
+    user's own `eqx.error_if` still raises — also after the toolkit traced the same check."""
+
+    def f(x):
+        return eqx.error_if(x, x < 0, "negative")
+
+    with _compile.callback_free():
+        text = jax.jit(lambda x: f(x) + 1).lower(1.0).as_text()
+        assert "callback" not in text
+        assert np.isnan(jax.jit(lambda x: f(x) + 1)(-1.0))
+    assert "callback" in jax.jit(lambda x: f(x) * 2).lower(1.0).as_text()
+    with pytest.raises(Exception, match="negative"):
+        jax.block_until_ready(jax.jit(lambda x: f(x) * 3)(-1.0))
+
+
+def test_the_solve_program_has_no_host_callback():
+    problem = _problem()
+    from flows._simulate import FlowSettings, runtime_solver, solve_flow
+
+    settings = FlowSettings(
+        rtol=1e-6,
+        atol=1e-9,
+        max_steps=1000,
+        dt0=None,
+        count_evals=False,
+        progress=False,
+        observables=lambda p, th, t: {},
+    )
+    solver, _ = runtime_solver(
+        _solvers.resolve_solver("tsit5", 1e-6, 1e-9, problem.n_params).solver
+    )
+    ts = jnp.linspace(0.0, 1.0, 5)
+    args = (problem, ts, ts[:0], jnp.asarray(0.0), jnp.asarray(1.0), settings.tol())
+    with _compile.callback_free():
+        text = (
+            eqx.filter_jit(solve_flow).lower(settings.compile_settings(), solver, *args).as_text()
+        )
+    assert "callback" not in text
+    # and the reason it matters: without the context diffrax's checks are callbacks (a new
+    # function, so that JAX traces it afresh rather than serving the trace above)
+    plain = (
+        eqx.filter_jit(lambda *a: solve_flow(*a))
+        .lower(settings.compile_settings(), solver, *args)
+        .as_text()
+    )
+    assert "callback" in plain
+
+
+_RUN = textwrap.dedent(
+    """
+    import json, logging, sys, warnings
+    import numpy as np
+    hits = []
+    class H(logging.Handler):
+        def emit(self, rec):
+            msg = rec.getMessage()
+            if "cache hit" in msg and "jit_solve_flow" in msg:
+                hits.append(msg)
+    logging.getLogger("jax._src.compiler").addHandler(H())
+    logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
+    import flows
+    from flows import _compile
+    from flows.models import TwoLayer
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        folder = _compile.enable_compilation_cache(sys.argv[1])
+        rng = np.random.default_rng(3)
+        x = rng.normal(size=(12, 3)); y = np.tanh(x @ np.array([1.0, -0.5, 0.25]))[:, None]
+        p = flows.make_problem(TwoLayer(m=6, d=3, alpha=0.5), flows.from_arrays(x, y), 1)
+        t = flows.simulate(p, t1=2.0, rtol=1e-7, atol=1e-10)
+    print(json.dumps({"folder": str(folder) if folder else None, "hits": len(hits),
+                      "loss": np.asarray(t.loss).tolist(), "steps": t.stats.steps,
+                      "warnings": [str(w.message).splitlines()[0] for w in caught]}))
+    """
+)
+
+
+def _run(folder, env_extra=None):
+    env = {**os.environ, **(env_extra or {})}
+    env.pop("FLOWS_CACHE_DIR", None)
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN, str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _entries(folder):
+    return sorted(
+        p for p in os.listdir(folder) if p.startswith("jit_solve_flow-") and p.endswith("-cache")
+    )
+
+
+def test_the_next_process_reads_the_solve_from_the_cache(tmp_path):
+    cold = _run(tmp_path)
+    assert cold["folder"] == str(tmp_path) and cold["hits"] == 0
+    assert len(_entries(tmp_path)) == 1  # written: no host callback kept it out
+    warm = _run(tmp_path)
+    assert warm["hits"] == 1
+    assert warm["loss"] == cold["loss"] and warm["steps"] == cold["steps"]
+
+
+def test_a_corrupt_entry_is_compiled_again_with_a_warning(tmp_path):
+    cold = _run(tmp_path)
+    (entry,) = _entries(tmp_path)
+    data = (tmp_path / entry).read_bytes()
+    (tmp_path / entry).write_bytes(data[: len(data) // 2] + b"\x00garbage" * 8)
+    again = _run(tmp_path)
+    assert again["hits"] == 0
+    assert any("persistent compilation cache" in w for w in again["warnings"]), again["warnings"]
+    assert again["loss"] == cold["loss"] and again["steps"] == cold["steps"]
+
+
+def test_concurrent_processes_share_a_fresh_cache(tmp_path):
+    env = {**os.environ}
+    env.pop("FLOWS_CACHE_DIR", None)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RUN, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+    res = [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
+    assert res[0]["loss"] == res[1]["loss"]
+    assert len(_entries(tmp_path)) == 1
+    assert _run(tmp_path)["loss"] == res[0]["loss"]
+
+
+def test_an_unusable_folder_turns_the_cache_off_with_one_warning(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _compile.enable_compilation_cache(blocker / "cache") is None
+    (w,) = caught
+    assert "compilation cache off" in str(w.message) and str(blocker / "cache") in str(w.message)
+    assert "FLOWS_NO_CACHE" in str(w.message)
+
+
+def test_cli_warns_in_one_line_and_runs_on_when_the_cache_folder_is_unusable(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    env = {**os.environ, "FLOWS_CACHE_DIR": str(blocker / "cache")}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows",
+            "simulate",
+            "multistage",
+            "--m",
+            "5",
+            "--n",
+            "10",
+            "--t1",
+            "0.5",
+            "--out",
+            str(tmp_path / "o"),
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [ln for ln in out.stderr.splitlines() if "cache" in ln]
+    assert len(lines) == 1 and lines[0].startswith("flows: warning: compilation cache off"), (
+        out.stderr
+    )
+    assert (tmp_path / "o" / "trajectory.nc").is_file()
+
+
+def test_cli_version_and_no_cache_flag():
+    from flows._cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["--no-cache", "derive"]).no_cache is True
+    out = subprocess.run(
+        [sys.executable, "-m", "flows", "--version"], capture_output=True, text=True, timeout=300
+    )
+    assert (
+        out.returncode == 0 and out.stdout.startswith("flows ") and flows.__version__ in out.stdout
+    )
