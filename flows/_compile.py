@@ -29,7 +29,8 @@ from pathlib import Path
 NO_CACHE_ENV = "FLOWS_NO_CACHE"
 #: Environment variable naming the cache folder (default: `default_cache_dir()`).
 CACHE_DIR_ENV = "FLOWS_CACHE_DIR"
-#: Size bound of the cache folder; JAX evicts the least recently used entries beyond it.
+#: Size bound of the cache folder: when it is exceeded, `enable_compilation_cache` removes
+#: the oldest entries (by the time they were written) down to 3/4 of it.
 DEFAULT_MAX_BYTES = 2 * 1024**3
 #: Programs that compile faster than this are not written. JAX's default is 1 s; 0 here:
 #: a command also compiles ~50 small programs (0.02–0.1 s each, eager set-up operations),
@@ -75,14 +76,19 @@ def enable_compilation_cache(
     path: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> Path | None:
     """Turn on JAX's persistent compilation cache in `path` (default `default_cache_dir()`),
-    bounded to `max_bytes` (least recently used entries evicted; the folder is locked with
-    `filelock` while an entry is read or written, so concurrent processes neither tear nor
-    double-write an entry). Returns the folder, or None when it cannot be used: then a
-    one-line warning says why and the run goes on uncached.
+    bounded to `max_bytes`: when the folder holds more, its oldest entries (by the time they
+    were written) are removed first, down to 3/4 of the bound. Returns the folder, or None
+    when it cannot be used: then a one-line warning says why and the run goes on uncached.
 
-    A corrupt entry (truncated, edited: its zlib checksum fails) is read as a miss with
-    JAX's warning and the program is compiled again. Programs compiled before the call are
-    not written.
+    Concurrent processes may share the folder. JAX writes an entry in one piece and never
+    replaces one; a reader that meets an entry being written, or a corrupt one (truncated,
+    edited: its zlib checksum fails), gets JAX's warning, compiles the program itself and
+    goes on. Programs compiled before the call are not written.
+
+    The bound is kept here, once per call, rather than by JAX's own eviction
+    (`jax_compilation_cache_max_size`), which re-reads every entry's access time on every
+    write under a folder lock: quadratic in the number of entries (a cold test suite
+    writes ~6000).
     """
     global _ENABLED
     folder = Path(path).expanduser() if path is not None else default_cache_dir()
@@ -94,6 +100,7 @@ def enable_compilation_cache(
             stacklevel=2,
         )
         return None
+    trim_cache(folder, max_bytes)
     import jax
     from jax.experimental.compilation_cache import compilation_cache as cc
 
@@ -103,9 +110,46 @@ def enable_compilation_cache(
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", int(max_bytes))
+    jax.config.update("jax_compilation_cache_max_size", -1)
     _ENABLED = folder
     return folder
+
+
+#: JAX's names for an entry and for its access-time record.
+_ENTRY_SUFFIX, _ATIME_SUFFIX = "-cache", "-atime"
+
+
+def trim_cache(folder: Path, max_bytes: int) -> int:
+    """Remove the oldest entries of `folder` (by modification time; JAX writes an entry
+    once and never updates it) until it holds at most 3/4 of `max_bytes`, when it holds more
+    than `max_bytes`. Only JAX's entry files are touched; one that vanishes meanwhile
+    (another process trimming) is skipped. Returns the number of entries removed."""
+    entries = []
+    total = 0
+    with os.scandir(folder) as it:
+        for e in it:
+            if not e.name.endswith(_ENTRY_SUFFIX) or not e.is_file(follow_symlinks=False):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            entries.append((st.st_mtime, e.name, st.st_size))
+            total += st.st_size
+    if total <= max_bytes:
+        return 0
+    removed = 0
+    for _, name, size in sorted(entries):
+        if total <= 0.75 * max_bytes:
+            break
+        for victim in (name, name[: -len(_ENTRY_SUFFIX)] + _ATIME_SUFFIX):
+            try:
+                os.unlink(folder / victim)
+            except OSError:
+                pass
+        total -= size
+        removed += 1
+    return removed
 
 
 def disable_compilation_cache() -> None:

@@ -267,3 +267,19 @@ def test_cli_version_and_no_cache_flag():
     assert (
         out.returncode == 0 and out.stdout.startswith("flows ") and flows.__version__ in out.stdout
     )
+
+
+def test_trim_removes_the_oldest_entries_and_nothing_else(tmp_path):
+    for i in range(6):
+        (tmp_path / f"jit_f{i}-k{i}-cache").write_bytes(b"x" * 100)
+        (tmp_path / f"jit_f{i}-k{i}-atime").write_bytes(b"t")
+        os.utime(tmp_path / f"jit_f{i}-k{i}-cache", (1000 + i, 1000 + i))
+    (tmp_path / "notes-cache.txt").write_text("a user's file")
+    (tmp_path / "sub-cache").mkdir()
+    assert _compile.trim_cache(tmp_path, 600) == 0  # at the bound: nothing removed
+    assert _compile.trim_cache(tmp_path, 500) == 3  # down to 3/4 of 500: 3 entries left
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(
+        [f"jit_f{i}-k{i}-{s}" for i in (3, 4, 5) for s in ("cache", "atime")]
+        + ["notes-cache.txt", "sub-cache"]
+    )
