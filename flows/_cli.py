@@ -582,13 +582,26 @@ class _SweepTimer:
 
 
 def _cmd_derive(args) -> int:
-    try:
-        from reduced import derive
-    except ImportError as exc:  # pragma: no cover - only before the module exists
-        raise ConfigError(f"symbolic derivations are not available: {exc}") from exc
-    if args.paper not in ("all", *derive.PAPERS):
-        raise ConfigError(f"unknown paper {args.paper!r}; choose one of {['all', *derive.PAPERS]}.")
-    results = derive.run(args.paper, time_budget_s=args.time_budget)
+    """`flows derive [paper]`: settle the symbolic identities of every registered paper
+    that declares them (`AbstractExperiment.identities`), or of one."""
+    import importlib
+
+    from reduced import derive
+
+    papers = {n: e.identities for n, e in _experiments().items() if e.identities}
+    if args.paper not in ("all", *papers):
+        raise ConfigError(f"unknown paper {args.paper!r}; choose one of {['all', *papers]}.")
+    names = list(papers) if args.paper == "all" else [args.paper]
+    identities = []
+    for name in names:
+        module = papers[name]
+        try:
+            identities.extend(importlib.import_module(module).IDENTITIES)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(
+                f"paper {name!r} declares identities in {module!r}, which cannot be read: {exc}"
+            ) from exc
+    results = [derive.settle(i, args.time_budget) for i in identities]
     print(derive.format_table(results))
     return EXIT_FAILED if any(r.status == "fails" for r in results) else EXIT_OK
 

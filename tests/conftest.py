@@ -11,15 +11,19 @@ os.environ.setdefault("FLOWS_NOTEBOOK_SIZE", "small")
 # (`flows.simulate`, `make_problem`, …) check their arguments explicitly (`flows._validate`)
 # and accept NumPy and 0-d JAX numbers that a strict `float` annotation would refuse, and
 # the sympy derivations (`reduced.derive`) carry no array shapes.
+import pkgutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 from jaxtyping import install_import_hook  # noqa: E402
 
+# every theory module of `reduced` (found on disk, not imported: the hook must come first)
+# and the model families
 TYPECHECKED = (
-    "reduced.multistage",
-    "reduced.bias_plateau",
-    "reduced.interpolation",
-    "reduced.linear_teacher",
-    "reduced.max_margin",
-    "reduced.deep_linear",
+    *(
+        f"reduced.{m.name}"
+        for m in pkgutil.iter_modules([str(Path(__file__).resolve().parents[1] / "reduced")])
+        if not m.name.startswith("_") and m.name != "derive"
+    ),
     "flows.models",
 )
 _HOOK = install_import_hook(TYPECHECKED, "_typecheck.typechecker")

@@ -119,6 +119,9 @@ class AbstractExperiment(abc.ABC):
     #: Where each claim stands in the paper (section, statement, figure), keyed as
     #: `flows._checks.annotate` matches: a claim, a part of a claim, or a source.
     references: ClassVar[Mapping[str, Reference]] = {}
+    #: The module (dotted name) whose `IDENTITIES` (a list of `reduced.derive.Identity`)
+    #: are the paper's symbolic derivations, settled by `flows derive <name>`; None: none.
+    identities: ClassVar[str | None] = None
 
     @property
     def outputs(self) -> tuple[str, ...]:

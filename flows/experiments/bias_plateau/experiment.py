@@ -267,6 +267,7 @@ class BiasPlateauExperiment(AbstractExperiment):
     """§4's r-homogeneous net and deep nets with an output bias (the bias-plateau paper)."""
 
     name = NAME
+    identities = "reduced.derive.bias_plateau"
     title = (
         'Plateau in Monotonic Linear Interpolation — A "Biased" View of Loss Landscape for '
         "Deep Networks"

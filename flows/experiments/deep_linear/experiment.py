@@ -268,6 +268,7 @@ class DeepLinearExperiment(AbstractExperiment):
     """Two-layer linear networks on whitened data: exact flow vs the closed-form modes."""
 
     name = NAME
+    identities = "reduced.derive.deep_linear"
     title = "Exact solutions to the nonlinear dynamics of learning in deep linear neural networks"
     files = FILES
     references = REFERENCES

@@ -359,6 +359,7 @@ class LinearTeacherExperiment(AbstractExperiment):
     """Leaky-ReLU ±v nets on linearly separable data (the linear-teacher paper)."""
 
     name = NAME
+    identities = "reduced.derive.linear_teacher"
     title = "Towards Understanding Learning in Neural Networks with Linear Teachers"
     files = FILES
     references = REFERENCES

@@ -346,6 +346,7 @@ class MultistageExperiment(AbstractExperiment):
     """Two-layer tanh nets from small initialization (the multi-stage paper)."""
 
     name = NAME
+    identities = "reduced.derive.multistage"
     title = "Analyzing Multi-Stage Loss Curves: Plateau and Descent Mechanisms in Neural Networks"
     files = FILES
     references = REFERENCES
