@@ -73,12 +73,16 @@ _ENABLED: Path | None = None
 
 
 def enable_compilation_cache(
-    path: str | os.PathLike | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    path: str | os.PathLike | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    min_compile_s: float = MIN_COMPILE_SECONDS,
 ) -> Path | None:
     """Turn on JAX's persistent compilation cache in `path` (default `default_cache_dir()`),
     bounded to `max_bytes`: when the folder holds more, its oldest entries (by the time they
     were written) are removed first, down to 3/4 of the bound. Returns the folder, or None
     when it cannot be used: then a one-line warning says why and the run goes on uncached.
+    Programs that compiled in less than `min_compile_s` are not written.
 
     Concurrent processes may share the folder. JAX writes an entry in one piece and never
     replaces one; a reader that meets an entry being written, or a corrupt one (truncated,
@@ -108,7 +112,7 @@ def enable_compilation_cache(
     # reset so that a cache turned on after some compilation still takes effect
     cc.reset_cache()
     jax.config.update("jax_compilation_cache_dir", str(folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_s))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     jax.config.update("jax_compilation_cache_max_size", -1)
     _ENABLED = folder
