@@ -164,10 +164,24 @@ def check_save_params(save_params) -> None:
         )
 
 
+#: Tightest rtol accepted: float64's unit roundoff. A relative tolerance below it asks for
+#: more than the state can represent; such a run spun until `max_steps` (`flows simulate
+#: multistage --rtol 1e-30`: ~70 s, then exit 3). float32 problems have a stricter floor
+#: (`FLOAT32_MIN_RTOL`, checked with the solver).
+MIN_RTOL = float(np.finfo(np.float64).eps)
+
+
 def check_common(t0, t1, rtol, atol, save_params):
-    """Validated (t0, t1, rtol, atol); tolerances must lie in (0, 1) (`as_tolerance`)."""
+    """Validated (t0, t1, rtol, atol); tolerances must lie in (0, 1) (`as_tolerance`) and
+    rtol must not be below float64's unit roundoff (`MIN_RTOL`)."""
     t0, t1 = check_span(t0, t1)
     rtol = as_tolerance("rtol", rtol, example="1e-6")
+    if rtol < MIN_RTOL:
+        raise ConfigError(
+            f"`rtol` = {rtol:g} is below float64's unit roundoff ({MIN_RTOL:.3g}): no solver "
+            "can meet a relative error smaller than the rounding of the state itself. Use "
+            "rtol ≥ 1e-13 for the tightest meaningful runs."
+        )
     atol = as_tolerance("atol", atol, example="1e-9")
     check_save_params(save_params)
     return t0, t1, rtol, atol

@@ -440,3 +440,32 @@ def test_simulate_nonsmooth_names_misuse_before_compiling():
         flows.simulate_nonsmooth(p, t1=1.0, max_steps=2**64)
     with pytest.raises(ConfigError, match="`observables` must return"):
         flows.simulate_nonsmooth(p, t1=1.0, observables=lambda problem, theta, t: [1.0])
+
+
+@pytest.mark.parametrize("rtol", [1e-30, 1e-17])
+def test_an_rtol_below_the_unit_roundoff_is_refused_before_compiling(rtol, tmp_path, capsys):
+    """rtol below float64's rounding cannot be met: refused at once (it used to run until
+    max_steps, ~70 s, then exit 3), in Python and on the command line (exit 2)."""
+    import flows
+    from flows._cli import main
+
+    x = np.linspace(-1, 1, 6)[:, None]
+    problem = flows.make_problem(
+        flows.models.TwoLayer(m=3, d=1, alpha=0.5), flows.from_arrays(x, x), 0
+    )
+    with pytest.raises(flows.ConfigError, match="unit roundoff"):
+        flows.simulate(problem, t1=1.0, rtol=rtol)
+    flows.simulate(problem, t1=0.1, rtol=2.3e-16, atol=1e-18, max_steps=100_000, throw=False)
+    argv = [
+        "simulate",
+        "multistage",
+        "--m",
+        "5",
+        "--rtol",
+        f"{rtol:g}",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 2
+    assert "unit roundoff" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
