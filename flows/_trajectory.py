@@ -120,7 +120,41 @@ class Trajectory:
 
     @property
     def loss(self) -> np.ndarray:
+        """The objective L(θ(t)) at the save times `times` (observable `loss`)."""
         return self.observables["loss"]
+
+    def __repr__(self) -> str:
+        """One line: the span, the save counts, the loss from first to last save, the
+        solver's result and work — not the arrays (`to_dataset()` shows those)."""
+        stats = self.stats
+        result = getattr(stats, "result", None) or (
+            stats.get("result") if isinstance(stats, Mapping) else None
+        )
+        steps = getattr(stats, "steps", None)
+        if steps is None and isinstance(stats, Mapping):
+            steps = stats.get("steps")
+        method = self.config.get("method", "")
+        n = len(self.times)
+        span = f"t ∈ [{self.times[0]:.6g}, {self.times[-1]:.6g}]" if n else "no saves"
+        loss = (
+            f"loss {self.loss[0]:.6g} → {self.loss[-1]:.6g}"
+            if n and "loss" in self.observables
+            else ""
+        )
+        parts = [
+            p
+            for p in (
+                str(method),
+                span,
+                f"{n} saves",
+                f"θ at {len(self.param_times)}",
+                loss,
+                f"{getattr(result, 'name', result)}" if result is not None else "",
+                f"{steps} steps" if steps is not None else "",
+            )
+            if p
+        ]
+        return f"Trajectory({', '.join(parts)})"
 
     def at(self, name: str, t: float) -> float:
         """Observable `name` linearly interpolated at time `t` (within the saved range)."""
@@ -131,6 +165,9 @@ class Trajectory:
         return float(np.interp(t, self.times, self.observables[name]))
 
     def param(self, name: str, which: int = -1) -> np.ndarray:
+        """Parameter `name` (a key of `params`, e.g. 'w', 'layer1.W') at the `which`-th
+        time θ was stored (`param_times`; default the last). Raises ValueError when no
+        parameters were stored."""
         if self.params == {} or len(self.param_times) == 0:
             raise ValueError("no parameters were stored; rerun with save_params='ends' or 'all'.")
         return self.params[name][which]

@@ -469,3 +469,21 @@ def test_an_rtol_below_the_unit_roundoff_is_refused_before_compiling(rtol, tmp_p
     assert main(argv) == 2
     assert "unit roundoff" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_trajectory_prints_as_one_line():
+    """`repr(traj)` summarizes (it printed ~20 kB of arrays); GD's trajectory too."""
+    import flows
+
+    x = np.linspace(-1, 1, 6)[:, None]
+    problem = flows.make_problem(
+        flows.models.TwoLayer(m=3, d=1, alpha=0.5), flows.from_arrays(x, x), 0
+    )
+    for traj in (
+        flows.simulate(problem, t1=1.0, save_params="all"),
+        flows.gradient_descent(problem, learning_rate=0.1, t1=1.0),
+    ):
+        text = repr(traj)
+        assert "\n" not in text and len(text) < 300, text
+        assert text.startswith("Trajectory(") and f"{len(traj.times)} saves" in text
+        assert f"{traj.loss[0]:.6g} → {traj.loss[-1]:.6g}" in text
