@@ -69,8 +69,11 @@ def tree_allclose():
 def _fresh_compilation_caches():
     """Drop compiled programs after each test module. In one long pytest process the
     accumulated XLA executables (hundreds of solves, the non-smooth event loops) ended in a
-    segmentation fault inside XLA's CPU compiler (jaxlib 0.10.2), always at the same later
-    compile; each module passes on its own. Clearing keeps the process's state bounded."""
+    segmentation fault (jaxlib 0.10.2); each module passes on its own. Clearing keeps the
+    process's state bounded. Narrowed on 2026-12-03: without the clearing, and with the
+    persistent compilation cache on, the crash came in `deserialize_executable` (loading a
+    cached program, no compilation) inside tests/test_sweep.py — so the trigger is the
+    number of executables loaded into one XLA CPU client, not the compiler itself."""
     yield
     import jax
 

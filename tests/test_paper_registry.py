@@ -130,19 +130,15 @@ def test_builtin_papers_are_the_registry():
 def test_an_installed_paper_joins_the_command_line_without_editing_flows(
     toy_distribution, tmp_path
 ):
-    out = _flows(
-        toy_distribution,
-        "check",
-        "toy-paper",
-        "--quick",
-        "--out",
-        "res",
-        "--no-report",
-        cwd=tmp_path,
-    )
+    argv = ["check", "toy-paper", "--quick", "--out", "res", "--no-report", "--format", "json"]
+    out = _flows(toy_distribution, *argv, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads((tmp_path / "res" / "toy-paper" / "results.json").read_text())["drop"] > 0
-    assert "the loss decreases" in out.stdout
+    (paper,) = json.loads(out.stdout)["experiments"]
+    assert paper["name"] == "toy-paper" and not paper["failed"]
+    assert [(c["claim"], c["verdict"]) for c in paper["checks"]] == [
+        ("the loss decreases", "holds")
+    ]
     help_out = _flows(toy_distribution, "check", "--help", cwd=tmp_path)
     assert "toy-paper" in help_out.stdout
     derive = _flows(toy_distribution, "derive", "toy-paper", cwd=tmp_path)
