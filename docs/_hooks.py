@@ -15,13 +15,15 @@
    environment variable `FLOWS_DOCS_RESULTS` when it is set (`flows check --out DIR`, then
    `FLOWS_DOCS_RESULTS=DIR mkdocs build`).
 
-3. Text from the README. `<!-- readme: HEADING -->` is replaced by the body of the README
-   section with that heading (up to the next heading of the same or a higher level;
-   `intro` is the text before the first `##`); `<!-- readme: HEADING | PREFIX -->` keeps
+3. Long-form text. `<!-- readme: HEADING -->` is replaced by the body of the section with
+   that heading in `docs/_sections.md` (the long-form text, once the README; not a page),
+   up to the next heading of the same or a higher level (`intro` is the text before the
+   first `##`); `<!-- readme: HEADING | PREFIX -->` keeps
    only the section's top-level bullets that start with PREFIX. Findings, limitations and
-   the set-up commands are thus stated once, in the README, and the pages cannot drift
-   from it. Relative links of the README (to files outside the site) become the path in
-   code; a missing section or an empty selection fails the build with its name.
+   the set-up commands are thus stated once, in that file, and the pages cannot drift
+   from it. Its relative links (to files outside the site, relative to the repository
+   root) become the path in code; a missing section or an empty selection fails the build
+   with its name.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The long-form text the pages include (`<!-- readme: HEADING -->`).
+SECTIONS = ROOT / "docs" / "_sections.md"
 
 _FIGURE = re.compile(r"<!--\s*figure:\s*(?P<path>[^|>]+?)\s*\|\s*(?P<caption>.*?)\s*-->")
 _README = re.compile(r"<!--\s*readme:\s*(?P<heading>[^|>]+?)\s*(?:\|\s*(?P<prefix>.*?)\s*)?-->")
@@ -75,9 +79,10 @@ class ListSpacing(Extension):
 
 
 def readme_section(heading: str, prefix: str | None = None, readme: Path | None = None) -> str:
-    """The body of the README section `heading` (see the module docstring), with its
-    relative links turned into code paths; raises `ValueError` naming what is missing."""
-    lines = (readme or ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    """The body of the section `heading` of `docs/_sections.md` (see the module
+    docstring), with its relative links turned into code paths; raises `ValueError`
+    naming what is missing."""
+    lines = (readme or SECTIONS).read_text(encoding="utf-8").splitlines()
     if heading == "intro":
         start = next(i for i, ln in enumerate(lines) if ln.startswith("# ")) + 1
         stop = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), len(lines))
@@ -90,7 +95,7 @@ def readme_section(heading: str, prefix: str | None = None, readme: Path | None 
                 found = i, len(m.group("level"))
                 break
         if found is None:
-            raise ValueError(f"README.md has no section {heading!r} (named in a docs page)")
+            raise ValueError(f"docs/_sections.md has no section {heading!r} (named in a docs page)")
         start, level = found
         stop = len(lines)
         in_fence = False
@@ -113,7 +118,9 @@ def readme_section(heading: str, prefix: str | None = None, readme: Path | None 
             if keep:
                 kept.append(ln)
         if not kept:
-            raise ValueError(f"README.md section {heading!r} has no bullet starting {prefix!r}")
+            raise ValueError(
+                f"docs/_sections.md section {heading!r} has no bullet starting {prefix!r}"
+            )
         body = kept
     text = "\n".join(body).strip("\n")
 
