@@ -177,7 +177,10 @@ def callback_free():
     """Trace equinox's run-time checks (`eqx.error_if`) without host callbacks while this
     context is open, so the program can be written to the persistent cache. Only the
     default mode ('raise') is changed; a user's `EQX_ON_ERROR=breakpoint`/'off'/'nan' is
-    kept. Use it only around programs whose checked arguments the toolkit has validated."""
+    kept. Use it only around programs whose checked arguments the toolkit has validated.
+    The mode is a module global of equinox: another thread that traces its own
+    `eqx.error_if` while this context is open gets 'nan' mode too (the toolkit compiles
+    from one thread)."""
     errors = sys.modules.get("equinox._errors")
     if errors is None or getattr(errors, "EQX_ON_ERROR", None) != "raise":
         yield

@@ -188,3 +188,14 @@ def test_broken_plugins_are_skipped_with_a_warning_each():
 def test_a_real_entry_point_object_is_accepted():
     ep = EntryPoint("deep-linear", "flows.experiments.deep_linear:EXPERIMENT", ENTRY_POINT_GROUP)
     assert discover([ep])["deep-linear"] is EXPERIMENTS["deep-linear"]
+
+
+def test_every_builtin_paper_has_a_docs_page_in_the_navigation():
+    """The docs follow the registry: a page per shipped paper, listed in mkdocs.yml."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    nav = (root / "mkdocs.yml").read_text(encoding="utf-8")
+    for name in [n.replace("_", "-") for n in BUILTIN]:
+        assert (root / "docs" / "papers" / f"{name}.md").is_file(), name
+        assert f"papers/{name}.md" in nav, f"mkdocs.yml's nav lacks papers/{name}.md"
