@@ -223,6 +223,13 @@ def parse_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
     return no_duplicates(seeds, flag, "seed")
 
 
+def parse_prng_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
+    """Seeds as `parse_seeds`, each also a valid PRNG seed (`flows._validate.as_seed`)."""
+    from ._validate import as_seed
+
+    return tuple(as_seed(flag, s) for s in parse_seeds(value, flag))
+
+
 def grid_type(flag: str, parse: Callable[[Any], tuple] | str, domain: tuple | None = None):
     """An argparse type for a grid flag: `parse(text)`, its `ConfigError` turned into
     argparse's error (exit 2, naming the flag). `parse` may be given as 'module:function',

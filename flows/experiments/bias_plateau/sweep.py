@@ -47,12 +47,12 @@ from ..._sweep import (
     grid_items,
     load_sweep,
     no_duplicates,
-    parse_seeds,
+    parse_prng_seeds,
     to_float,
     to_int,
 )
 from ..._sweep import sweep as run_sweep
-from ..._validate import as_float, as_int, as_seed, as_tolerance
+from ..._validate import as_float, as_int, as_tolerance
 from ...models.deep import DEEP_ACTIVATIONS, DeepFCN
 from ..base import new_figure
 from .checks import theorem1_of
@@ -91,11 +91,6 @@ def parse_deltas(value) -> tuple[float, ...]:
                 "initialization (the paper's plateau needs small δ, e.g. 1e-3)."
             )
     return no_duplicates(deltas, "--delta", "delta")
-
-
-def parse_prng_seeds(value) -> tuple[int, ...]:
-    """Seeds as `flows._sweep.parse_seeds`, each a valid PRNG seed."""
-    return tuple(as_seed("--seeds", s) for s in parse_seeds(value))
 
 
 AXES = (

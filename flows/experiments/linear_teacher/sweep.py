@@ -43,11 +43,11 @@ from ..._sweep import (
     grid_items,
     load_sweep,
     no_duplicates,
-    parse_seeds,
+    parse_prng_seeds,
     to_float,
 )
 from ..._sweep import sweep as run_sweep
-from ..._validate import as_float, as_int, as_seed, as_tolerance
+from ..._validate import as_float, as_int, as_tolerance
 from ..base import new_figure
 from .config import MAX_INIT, NAME, Config
 from .data import symmetric_gaussians
@@ -79,11 +79,6 @@ def parse_slopes(value) -> tuple[float, ...]:
                 "or a number below 1."
             )
     return no_duplicates(slopes, "--slope", "slope")
-
-
-def parse_prng_seeds(value) -> tuple[int, ...]:
-    """Seeds as `flows._sweep.parse_seeds`, each a valid PRNG seed."""
-    return tuple(as_seed("--seeds", s) for s in parse_seeds(value))
 
 
 AXES = (
