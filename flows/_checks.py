@@ -18,6 +18,14 @@ __all__ = [
     "HOLDS",
     "FAILS",
     "NOT_APPLICABLE",
+    "VACUOUS",
+    "OUTSIDE_HYPOTHESIS",
+    "UNDECIDED",
+    "UNDECIDED_SIZE",
+    "HOLDS_TRANSIENT",
+    "HOLDS_PERSISTENT",
+    "NOT_OBSERVED",
+    "VERDICTS",
     "FORMATS",
     "annotate",
     "any_failed",
@@ -28,6 +36,31 @@ __all__ = [
 ]
 
 HOLDS, FAILS, NOT_APPLICABLE = "holds", "fails", "not applicable"
+#: The claim could not have failed (its bound lies outside the quantity's a-priori range).
+VACUOUS = "vacuous"
+#: The run does not meet a hypothesis of the theorem (named in the reason).
+OUTSIDE_HYPOTHESIS = "outside hypothesis"
+#: The margin is inside the numerical error bar.
+UNDECIDED = "undecided (numerical)"
+#: A limit m → ∞ whose fitted rate's confidence interval contains 0.
+UNDECIDED_SIZE = "undecided (finite size)"
+#: An existential claim ("can happen"): seen, but at no run's end / at a run's end / never.
+HOLDS_TRANSIENT, HOLDS_PERSISTENT = "holds (transient)", "holds (persistent)"
+NOT_OBSERVED = "not observed"
+#: Every verdict a check can carry, in the order summaries list them. Only `fails` makes
+#: `flows check` exit with status 1.
+VERDICTS = (
+    HOLDS,
+    HOLDS_PERSISTENT,
+    HOLDS_TRANSIENT,
+    FAILS,
+    NOT_OBSERVED,
+    VACUOUS,
+    OUTSIDE_HYPOTHESIS,
+    UNDECIDED,
+    UNDECIDED_SIZE,
+    NOT_APPLICABLE,
+)
 
 #: The text layouts of `format_checks` (`flows check --format`).
 FORMATS = ("auto", "wide", "compact", "json")
@@ -127,12 +160,18 @@ class Trend:
 @dataclasses.dataclass(frozen=True)
 class Check:
     """A claim, its assumptions, the predicted value or interval, the measured value, and a
-    verdict: `holds`, `fails` or `not applicable` (with the reason).
+    verdict: one of `VERDICTS` (`holds`, `fails`, `not applicable`, `vacuous`, `outside
+    hypothesis`, …; see `flows.claims`), with the reason.
 
-    Build with `Check.compare` (the verdict comes from comparing numbers) or
-    `Check.not_applicable` (assumptions violated, or the quantity was not reached).
-    `reference` (where the claim is in the paper) and `trend` (a finite-size trend the
-    check measured) are optional; experiments attach them with `annotate`.
+    Build with the claim kit (`flows.claims`: the verdict is computed from the claim's
+    data), `Check.compare` (the verdict comes from one comparison) or
+    `Check.not_applicable` (the quantity was not reached). `reference` (where the claim
+    is in the paper) and `trend` (a finite-size trend the check measured) are optional;
+    experiments attach them with `annotate`. The kit also fills `kind` (upper bound,
+    equality, limit, existential …), `margin` (how far inside the claim the measurement
+    is; negative when it fails), `error` (the measurement's numerical error bar, NaN when
+    not estimated), `critical` (per unspecified constant, where the verdict flips) and
+    `hypotheses` (each with whether the run meets it).
     """
 
     claim: str
@@ -145,10 +184,15 @@ class Check:
     values: dict = dataclasses.field(default_factory=dict)
     reference: Reference | None = None
     trend: Trend | None = None
+    kind: str = ""
+    margin: float | None = None
+    error: float | None = None
+    critical: tuple[str, ...] = ()
+    hypotheses: tuple[dict, ...] = ()
 
     def __post_init__(self):
-        if self.verdict not in (HOLDS, FAILS, NOT_APPLICABLE):
-            raise ValueError(f"verdict must be holds/fails/not applicable; got {self.verdict!r}")
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
 
     @classmethod
     def compare(
@@ -263,16 +307,28 @@ def any_failed(checks) -> bool:
 
 
 def verdict_counts(checks) -> dict[str, int]:
-    return {v: sum(c.verdict == v for c in checks) for v in (HOLDS, FAILS, NOT_APPLICABLE)}
+    """How many checks carry each verdict of `VERDICTS` (every kind, zeros included)."""
+    return {v: sum(c.verdict == v for c in checks) for v in VERDICTS}
 
 
 def _summary(checks) -> str:
+    """'37 hold, 0 fail, 0 not applicable', then every other verdict kind that occurs."""
     n = verdict_counts(checks)
-    return f"{n[HOLDS]} hold, {n[FAILS]} fail, {n[NOT_APPLICABLE]} not applicable"
+    out = f"{n[HOLDS]} hold, {n[FAILS]} fail, {n[NOT_APPLICABLE]} not applicable"
+    others = [f"{n[v]} {v}" for v in VERDICTS if v not in (HOLDS, FAILS, NOT_APPLICABLE) and n[v]]
+    return out + "".join(", " + o for o in others)
 
 
 def _verdict_text(c: Check) -> str:
     return c.verdict.upper() if c.verdict == FAILS else c.verdict
+
+
+def _notes(c: Check) -> str:
+    """The reason, then the critical constants and unmet hypotheses, as one line."""
+    parts = [c.reason] if c.reason else []
+    if c.critical:
+        parts.append("critical: " + "; ".join(c.critical))
+    return "; ".join(parts)
 
 
 def display_width(text: str) -> int:
@@ -346,14 +402,25 @@ def format_table(checks: Sequence[Check], width: int | None = 140, *, layout: st
                 for cell, w in zip(cells, cols, strict=True)
             ]
             lines.append(_SEP.join(row).rstrip())
-        if c.reason:
-            lines += ["    " + part for part in _wrap(f"↳ {c.reason}", reason_w)]
+        if notes := _notes(c):
+            lines += ["    " + part for part in _wrap(f"↳ {notes}", reason_w)]
     lines.append("-" * len(header))
     lines += _wrap(_summary(checks), len(header))
     return "\n".join(lines)
 
 
-_MARK = {HOLDS: "✓", FAILS: "✗", NOT_APPLICABLE: "–"}
+_MARK = {
+    HOLDS: "✓",
+    HOLDS_PERSISTENT: "✓",
+    HOLDS_TRANSIENT: "✓",
+    FAILS: "✗",
+    NOT_OBSERVED: "✗",
+    VACUOUS: "○",
+    OUTSIDE_HYPOTHESIS: "–",
+    UNDECIDED: "?",
+    UNDECIDED_SIZE: "?",
+    NOT_APPLICABLE: "–",
+}
 
 
 def _format_compact(checks: Sequence[Check], width: int) -> str:
@@ -368,10 +435,8 @@ def _format_compact(checks: Sequence[Check], width: int) -> str:
             lines += _wrap(
                 f"{key}: {text}", width, initial_indent="    ", subsequent_indent="      "
             )
-        if c.reason:
-            lines += _wrap(
-                f"↳ {c.reason}", width, initial_indent="    ", subsequent_indent="      "
-            )
+        if notes := _notes(c):
+            lines += _wrap(f"↳ {notes}", width, initial_indent="    ", subsequent_indent="      ")
     lines += _wrap(_summary(checks), width)
     return "\n".join(lines)
 

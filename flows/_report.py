@@ -26,7 +26,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._checks import FAILS, HOLDS, NOT_APPLICABLE, Check, Trend, format_table, json_safe
+from ._checks import (
+    FAILS,
+    HOLDS,
+    HOLDS_PERSISTENT,
+    HOLDS_TRANSIENT,
+    NOT_APPLICABLE,
+    NOT_OBSERVED,
+    UNDECIDED,
+    UNDECIDED_SIZE,
+    VACUOUS,
+    VERDICTS,
+    Check,
+    Trend,
+    format_table,
+    json_safe,
+    verdict_counts,
+)
 
 __all__ = [
     "Curve",
@@ -297,7 +313,8 @@ th{background:#f0f0f0}
 .verdict{display:inline-block;padding:1px 8px;border-radius:9px;font-weight:600;
 font-size:.85em;white-space:nowrap}
 .v-holds{background:#d9f2dd;color:#14532d}.v-fails{background:#fbd5d5;color:#7f1d1d}
-.v-na{background:#e5e7eb;color:#374151}
+.v-na{background:#e5e7eb;color:#374151}.v-vacuous{background:#ede9fe;color:#4c1d95}
+.v-undecided{background:#fef3c7;color:#78350f}
 .claim{background:#fff;border:1px solid #ddd;border-left:5px solid #9ca3af;border-radius:4px;
 padding:.6em .9em;margin:1em 0}
 .claim.holds{border-left-color:#16a34a}.claim.fails{border-left-color:#dc2626}
@@ -404,7 +421,16 @@ def _page(title: str, body: str, *, script: bool) -> str:
     )
 
 
-_VERDICT_CLASS = {HOLDS: "v-holds", FAILS: "v-fails", NOT_APPLICABLE: "v-na"}
+_VERDICT_CLASS = {
+    HOLDS: "v-holds",
+    HOLDS_PERSISTENT: "v-holds",
+    HOLDS_TRANSIENT: "v-holds",
+    FAILS: "v-fails",
+    NOT_OBSERVED: "v-fails",
+    VACUOUS: "v-vacuous",
+    UNDECIDED: "v-undecided",
+    UNDECIDED_SIZE: "v-undecided",
+}
 
 
 def _badge(verdict: str) -> str:
@@ -412,11 +438,11 @@ def _badge(verdict: str) -> str:
 
 
 def _counts(checks: Sequence[Check]) -> str:
-    n = {v: sum(c.verdict == v for c in checks) for v in (HOLDS, FAILS, NOT_APPLICABLE)}
+    """Every verdict kind with its count (the three usual ones even when 0)."""
+    n = verdict_counts(checks)
+    shown = [v for v in VERDICTS if n[v] or v in (HOLDS, FAILS, NOT_APPLICABLE)]
     return (
-        f'<p class="counts"><span>{_badge(HOLDS)} {n[HOLDS]}</span>'
-        f"<span>{_badge(FAILS)} {n[FAILS]}</span>"
-        f"<span>{_badge(NOT_APPLICABLE)} {n[NOT_APPLICABLE]}</span></p>"
+        '<p class="counts">' + "".join(f"<span>{_badge(v)} {n[v]}</span>" for v in shown) + "</p>"
     )
 
 
@@ -511,6 +537,18 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
         parts.append(f'<p class="statement">Statement: {_e(ref.statement)}</p>')
     rows = [("predicted", c.predicted), ("measured", c.measured)]
     rows.append(("verdict", c.verdict + (f" — {c.reason}" if c.reason else "")))
+    if c.kind:
+        rows.append(("kind", c.kind))
+    if c.margin is not None:
+        err = "not estimated" if c.error is None or c.error != c.error else f"±{c.error:.2g}"
+        rows.append(("margin", f"{c.margin:.3g} (numerical error {err})"))
+    if c.critical:
+        rows.append(("critical constants", "; ".join(c.critical)))
+    for h in c.hypotheses:
+        status = "met" if h["holds"] else "NOT met"
+        rows.append(
+            ("hypothesis", f"{h['name']}: {status}" + (f" ({h['detail']})" if h["detail"] else ""))
+        )
     if c.assumptions:
         rows.insert(0, ("assumptions", c.assumptions))
     parts.append(
@@ -773,13 +811,14 @@ def index_report(
     rows = []
     for e in entries:
         checks = e.get("checks") or []
-        n = {v: sum(c.verdict == v for c in checks) for v in (HOLDS, FAILS, NOT_APPLICABLE)}
+        n = verdict_counts(checks)
+        other = sum(n.values()) - n[HOLDS] - n[FAILS] - n[NOT_APPLICABLE]
         link = e.get("report")
         label = f'<a href="{_e(link)}">{_e(e["name"])}</a>' if link else _e(e["name"])
         wall = _float(e.get("wall_s"))
         rows.append(
             f"<tr><td>{label}</td><td>{_e(e.get('title', ''))}</td><td>{n[HOLDS]}</td>"
-            f"<td>{n[FAILS]}</td><td>{n[NOT_APPLICABLE]}</td>"
+            f"<td>{n[FAILS]}</td><td>{n[NOT_APPLICABLE]}</td><td>{other}</td>"
             f"<td>{_e(f'{wall:.0f} s' if wall is not None else '—')}</td></tr>"
         )
     all_checks = [c for e in entries for c in (e.get("checks") or [])]
@@ -788,7 +827,7 @@ def index_report(
         f'<p class="sub">{_e(mode) + " · " if mode else ""}{len(entries)} experiments</p>',
         _counts(all_checks),
         "<table><tr><th>experiment</th><th>paper</th><th>hold</th><th>fail</th>"
-        "<th>not applicable</th><th>wall time</th></tr>",
+        "<th>not applicable</th><th>other verdicts</th><th>wall time</th></tr>",
         *rows,
         "</table>",
     ]

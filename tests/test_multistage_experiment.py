@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows._checks import FAILS, HOLDS, NOT_APPLICABLE
+from flows._checks import FAILS, HOLDS, NOT_APPLICABLE, OUTSIDE_HYPOTHESIS, VACUOUS
 from flows.experiments import multistage as ex
 
 TINY = ex.Config(
@@ -45,7 +45,12 @@ def test_tiny_run_verdicts(tiny_run):
     traj, units, checks, st = tiny_run
     assert units.lam == pytest.approx(1.0) and units.rate == pytest.approx(1.0)
     verdicts = {c.claim: c.verdict for c in checks}
-    assert all(v in (HOLDS, FAILS, NOT_APPLICABLE) for v in verdicts.values())
+    assert all(v in (HOLDS, FAILS, NOT_APPLICABLE, VACUOUS) for v in verdicts.values())
+    # Corollary 1 (42) at m = 300: C·bound (C = 10) is far above 1 + ‖w‖/‖a‖, the largest
+    # relative W₂ there is: it could not have failed, and says so
+    w2_tp = _by_source(checks, "relative W₂(ρ_|a|, ρ_‖w‖) at T_p")
+    assert w2_tp.verdict == VACUOUS and w2_tp.values["bound"] > 2.0
+    assert any("vacuous for C ≥" in line for line in w2_tp.critical)
     # on Assumption 1–2 data the crisp claims hold even at m = 300
     for text in (
         "energy identity",
@@ -93,7 +98,10 @@ def test_each_check_can_fail(tiny_run):
     def flat_w2(obs):
         obs["w2_rel"] = np.full_like(obs["w2_rel"], 0.5)
 
-    def huge_w2(obs):  # over Corollary 1's (vacuous at this m) bound
+    def near_ceiling_w2(obs):  # as large as a relative W₂ can be (≤ 1 + ‖w‖/‖a‖ ≈ 2)
+        obs["w2_rel"] = np.full_like(obs["w2_rel"], 1.9)
+
+    def impossible_w2(obs):  # larger than any two distributions allow: a bug, not a verdict
         obs["w2_rel"] = np.full_like(obs["w2_rel"], 1e3)
 
     def wrong_split(obs):
@@ -107,7 +115,6 @@ def test_each_check_can_fail(tiny_run):
         "non-increasing": raise_loss,
         "T_p ≤ T₁": break_linearization,
         "relative W₂(ρ_|a|, ρ_‖w‖) at T_d": flat_w2,
-        "relative W₂(ρ_|a|, ρ_‖w‖) at T_p": huge_w2,
         "q_max(T_d)": big_q,
         "secondary plateau: d(Σa²": wrong_split,
     }
@@ -115,14 +122,20 @@ def test_each_check_can_fail(tiny_run):
         assert _by_source(_recheck(traj, units, mutate), text).verdict == FAILS, text
     shifted = _recheck(traj, units, shift_k)
     assert _by_source(shifted, "logistic law").verdict == FAILS
+    # Corollary 1 (42) at this m cannot fail (its bound is above 2): vacuous, not holds,
+    # even for the largest relative W₂ there can be; an impossible value is refused
+    w2 = _by_source(_recheck(traj, units, near_ceiling_w2), "relative W₂(ρ_|a|, ρ_‖w‖) at T_p")
+    assert w2.verdict == VACUOUS
+    with pytest.raises(flows.ConfigError, match="a-priori range"):
+        _recheck(traj, units, impossible_w2)
 
 
-def test_not_applicable_when_assumptions_fail(tiny_run):
+def test_outside_hypothesis_when_assumptions_fail(tiny_run):
     traj, units, _, _ = tiny_run
     cfg = dataclasses.replace(TINY, alpha=0.5)
     checks, _ = ex.check_run(traj, units, cfg)
     theorem = [c for c in checks if c.source.startswith("multistage")]
-    assert theorem and all(c.verdict == NOT_APPLICABLE for c in theorem)
+    assert theorem and all(c.verdict == OUTSIDE_HYPOTHESIS for c in theorem)
     assert all("α = 0.5 ≤ 1/2" in c.reason for c in theorem)
 
 
@@ -189,12 +202,12 @@ def test_config_validation():
         ex.Config(t1=0.0)
 
 
-def test_not_applicable_for_anisotropic_inputs(tiny_run):
+def test_outside_hypothesis_for_anisotropic_inputs(tiny_run):
     traj, units, _, _ = tiny_run
     x = np.random.default_rng(0).normal(size=(60, 2)) * [1.0, 3.0]
     aniso = ex.Units.of(flows.moments(flows.from_arrays(x, x[:, 0])))
     assert not aniso.isotropic
     checks, _ = ex.check_run(traj, aniso, TINY)
     theorem = [c for c in checks if c.source.startswith("multistage")]
-    assert theorem and all(c.verdict == NOT_APPLICABLE for c in theorem)
+    assert theorem and all(c.verdict == OUTSIDE_HYPOTHESIS for c in theorem)
     assert all("whiten" in c.reason for c in theorem)

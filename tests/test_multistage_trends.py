@@ -203,3 +203,17 @@ def test_w_perp_l2_is_the_orthogonal_column_norm():
     w = np.asarray(problem.theta0["w"])
     assert float(o["w_perp_l2"]) == pytest.approx(np.max(np.linalg.norm(w[:, 1:], axis=0)))
     assert np.isnan(float(o["split_rate_3"]))  # §4.3.2's terms are for d = 1 only
+
+
+def test_w2_bound_over_the_sweep_is_vacuous_where_it_exceeds_the_ceiling():
+    """Corollary 1 (42): with the balance the runs record (Σa² = Σ(w¹)² = Σ‖w‖²) the
+    relative W₂ is at most 2; C·bound above that at the largest m could not have failed."""
+    rows = _rows(cond_Tp=lambda m, v: 1.0, w2_Tp=lambda m, v: 0.05)
+    for r in rows:
+        r["a2u2_Tp"] = 1.0
+    c = _find(trends.check_trends(rows, CFG), "relative W₂ at T_p")
+    bound_top = sum(ms.corollary1_w2_terms(max(CFG.sweep_m), 1.0))
+    assert c.verdict == ("vacuous" if ex.LESSSIM_C * bound_top >= 2.0 else HOLDS)
+    assert c.verdict == "vacuous"  # at these widths the bound is above 2/10
+    crit = [line for line in c.critical if "vacuous for C ≥" in line][0]
+    assert float(crit.split("vacuous for C ≥ ")[1]) == pytest.approx(2.0 / bound_top, rel=2e-3)

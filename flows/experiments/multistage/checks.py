@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from flows.claims import OUTSIDE_HYPOTHESIS, Bound, Constant, Measured, Near
 from reduced import multistage as ms
 
 from ..._checks import Check
@@ -98,8 +99,25 @@ SECONDARY_CLAIMS = [
 ]
 
 
+def lesssim_c() -> Constant:
+    """The constant hidden in '≲' (and in 'C·max{…}'): default `LESSSIM_C`, any C > 0."""
+    return Constant("C", LESSSIM_C, (0.0, math.inf), "the constant hidden in '≲'")
+
+
+def tolerance(default: float) -> Constant:
+    """A finite-m tolerance the toolkit picks for '→' or '≈' read at one width."""
+    return Constant("tol", default, (0.0, 1.0), "finite-m tolerance")
+
+
 def _fmt(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}" if math.isfinite(x) else "not reached"
+
+
+def w2_rel_range(r: MainRun, tq: float) -> tuple[float, float]:
+    """A-priori range of the relative W₂(ρ_|a|, ρ_‖w‖)/W₂(ρ_|a|, δ₀) at τ = `tq`, whatever
+    the shapes of the two distributions: by the triangle inequality through δ₀, W₂ ≤
+    RMS|a| + RMS‖w‖, so the ratio is at most 1 + ‖w‖/‖a‖ (≈ 2 when Σa² ≈ Σ‖w‖²)."""
+    return (0.0, 1.0 + 1.0 / r.at("ratio_aw", tq))
 
 
 def cfg_d(traj: Trajectory) -> int:
@@ -238,16 +256,19 @@ def check_plateau_rate(r: MainRun) -> Check:
     m, alpha, units, T_p = r.cfg.m, r.cfg.alpha, r.units, r.st["T_p"]
     rate_p = average_decay_rate(r.tau, r.o["loss"], 0.0, T_p) / (units.rate**2 / units.s2)
     bound = ms.theorem1_loss_rate_bound(m, alpha)
-    return Check.compare(
+    return Bound(
         "plateau: |R(T_p) − R(0)| / T_p ≲ 1/(m^{2α₁−1} ln m)",
         f"{SOURCE} Thm 1 (29)",
-        holds=rate_p <= LESSSIM_C * bound,
-        predicted=f"≤ {LESSSIM_C:g} × {bound:.3g}",
-        measured=f"{rate_p:.3g} (ratio {rate_p / bound:.3g})",
+        Measured(rate_p),
+        lambda C: C * bound,
+        constants=(lesssim_c(),),
+        a_priori=(0.0, math.inf),
+        predicted=f"≤ C × {bound:.3g} (C = {LESSSIM_C:g})",
+        measured_text=f"{rate_p:.3g} (ratio {rate_p / bound:.3g})",
         assumptions=r.assumptions,
         values={"rate": rate_p, "bound": bound},
-        reason="loss in units of ‖b‖²/s², time τ; '≲' read with C = 10",
-    )
+        reason="loss in units of ‖b‖²/s², time τ",
+    ).judge()
 
 
 def check_noncondensed(r: MainRun) -> Check:
@@ -261,43 +282,50 @@ def check_noncondensed(r: MainRun) -> Check:
         )
     wp = r.at("w_perp_max", r.st["T_p"]) / r.units.lam
     bnd = ms.theorem1_noncondensed_bound(r.cfg.m, r.cfg.alpha)
-    return Check.compare(
+    return Bound(
         "max_{k,i≥2} |w_kⁱ(T_p)| ≲ max{m^{-α} ln m, m^{-3}(ln m)⁶}",
         f"{SOURCE} Thm 1 (28)",
-        holds=wp <= LESSSIM_C * bnd,
-        predicted=f"≤ {LESSSIM_C:g} × {bnd:.3g}",
-        measured=f"{wp:.3g}",
+        Measured(wp),
+        lambda C: C * bnd,
+        constants=(lesssim_c(),),
+        a_priori=(0.0, math.inf),
+        predicted=f"≤ C × {bnd:.3g} (C = {LESSSIM_C:g})",
         values={"w_perp": wp, "bound": bnd},
-    )
+    ).judge()
 
 
 def check_K_ratio(r: MainRun) -> Check:
     """Proposition 2 at T_p."""
     T_p = r.st["T_p"]
     ratio = r.at("K", T_p) / r.at("Kp", T_p)
-    return Check.compare(
+    return Near(
         "K/K′ → 1/2 at T_p",
         f"{SOURCE} Prop 2",
-        holds=abs(ratio - 0.5) <= 0.05,
-        predicted="1/2 ± 0.05 (finite-m tolerance)",
-        measured=f"{ratio:.4f}",
+        Measured(ratio),
+        0.5,
+        tolerance(0.05),
+        predicted="1/2 ± tol (tol = 0.05, finite-m tolerance)",
+        measured_text=f"{ratio:.4f}",
+        a_priori=(0.0, 1.0),  # |K| ≤ K′/2, so K/K′ ∈ [−1/2, 1/2]
         values={"K_over_Kp": ratio},
         reason=f"the paper's O(m^{{-(2α₁−1)}}(ln m)⁴) = "
         f"{ms.proposition2_ratio_error(r.cfg.m, r.cfg.alpha):.3g} at this m",
-    )
+    ).judge()
 
 
 def check_a2_over_u2(r: MainRun) -> Check:
     """Corollary 2 at T_p: Σa² / Σ(w¹)² → 1."""
     a2u2 = r.at("a2_over_u2", r.st["T_p"])
-    return Check.compare(
+    return Near(
         "Σa² / Σ(w¹)² → 1 at T_p",
         f"{SOURCE} Cor 2",
-        holds=abs(a2u2 - 1.0) <= 0.05,
-        predicted="1 ± 0.05 (finite-m tolerance)",
-        measured=f"{a2u2:.4f}",
+        Measured(a2u2),
+        1.0,
+        tolerance(0.05),
+        predicted="1 ± tol (tol = 0.05, finite-m tolerance)",
+        measured_text=f"{a2u2:.4f}",
         values={"a2_over_u2": a2u2},
-    )
+    ).judge()
 
 
 def check_condensation(r: MainRun) -> Check:
@@ -311,15 +339,17 @@ def check_condensation(r: MainRun) -> Check:
         )
     cond = r.at("condensation", r.st["T_p"])
     bnd = ms.corollary2_condensation_bound(r.cfg.m, r.cfg.alpha)
-    return Check.compare(
+    return Bound(
         "condensation Σ(w¹)²/Σ‖w‖² → 1 at T_p",
         f"{SOURCE} Cor 2",
-        holds=1.0 - cond <= LESSSIM_C * bnd,
-        predicted=f"1 − ratio ≤ {LESSSIM_C:g} × {bnd:.3g} (eq. 43)",
-        measured=f"1 − {cond:.4f} = {1 - cond:.3g}",
+        Measured(1.0 - cond),
+        lambda C: C * bnd,
+        constants=(lesssim_c(),),
+        a_priori=(0.0, 1.0),  # the ratio lies in [0, 1]
+        predicted=f"1 − ratio ≤ C × {bnd:.3g} (eq. 43; C = {LESSSIM_C:g})",
+        measured_text=f"1 − {cond:.4f} = {1 - cond:.3g}",
         values={"condensation": cond, "bound": bnd},
-        reason=f"'C' read as {LESSSIM_C:g}",
-    )
+    ).judge()
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,14 +364,19 @@ def check_logistic(r: MainRun) -> Check:
     k_log = np.asarray(ms.logistic_K(tau[sel], k_tp, T_p))
     dev = float(np.max(np.abs(o["K_hat"][sel] - k_log))) if sel.any() else float("nan")
     cq = float(ms.conserved_quantity(k_tp, kp_tp)) / kp_tp**2
-    return Check.compare(
+    return Bound(
         "K̂(t) follows the logistic law from T_p to T_d",
         f"{SOURCE} eqs (18–19)",
-        holds=dev <= 0.02,
-        predicted="max |K̂ − K_logistic| ≤ 0.02",
-        measured=f"{dev:.3g} (K′²−4K² = {cq:.2g}·K′² at T_p)",
+        Measured(dev),
+        lambda tol: tol,
+        constants=(tolerance(0.02),),
+        a_priori=(0.0, math.inf),
+        over="[T_p, T_d]",
+        kind="universal bound",
+        predicted="max |K̂ − K_logistic| ≤ tol (tol = 0.02)",
+        measured_text=f"{dev:.3g} (K′²−4K² = {cq:.2g}·K′² at T_p)",
         values={"max_deviation": dev, "conserved_rel": cq, "K_Tp": k_tp},
-    )
+    ).judge()
 
 
 def check_descent_time(r: MainRun) -> Check:
@@ -363,15 +398,17 @@ def check_rate_ratio(r: MainRun) -> Check:
     rate_d = average_decay_rate(tau, o["loss"], T_p, T_d)
     scale = ms.theorem2_rate_ratio_scale(r.cfg.m, r.cfg.alpha)
     ratio_rates = rate_d / rate_p if rate_p > 0 else float("inf")
-    return Check.compare(
+    return Bound(
         "descent/plateau average decay rate ≳ m^{2α₁−1}",
         f"{SOURCE} Thm 2 (4)",
-        holds=ratio_rates >= GTRSIM_C * scale,
-        predicted=f"≥ {GTRSIM_C:g} × {scale:.3g}",
-        measured=f"{ratio_rates:.3g}",
+        Measured(ratio_rates),
+        lambda c: c * scale,
+        sense="lower",
+        constants=(Constant("c", GTRSIM_C, (0.0, math.inf), "the constant hidden in '≳'"),),
+        predicted=f"≥ c × {scale:.3g} (c = {GTRSIM_C:g})",
+        measured_text=f"{ratio_rates:.3g}",
         values={"ratio": ratio_rates, "scale": scale},
-        reason="'≳' read with C = 0.1",
-    )
+    ).judge()
 
 
 def check_q_max(r: MainRun) -> Check:
@@ -379,14 +416,18 @@ def check_q_max(r: MainRun) -> Check:
     dp = r.cfg.delta_prime
     q_td = r.at("q_max", r.st["T_d"]) / r.units.lam
     qb = ms.theorem2_qmax_bound(r.cfg.m, r.cfg.alpha, dp)
-    return Check.compare(
+    m, alpha = r.cfg.m, r.cfg.alpha
+    return Bound(
         "q_max(T_d) ≤ m^{-(1/2 − (2α−1)δ′)}",
         f"{SOURCE} Thm 2",
-        holds=q_td <= qb,
+        Measured(q_td),
+        lambda delta_prime: ms.theorem2_qmax_bound(m, alpha, delta_prime),
+        constants=(Constant("delta_prime", dp, (0.0, 2.0), "Theorem 2's δ′ > 0", "δ′"),),
+        a_priori=(0.0, math.inf),
         predicted=f"≤ {qb:.3g} (δ′ = {dp})",
-        measured=f"{q_td:.3g}",
+        measured_text=f"{q_td:.3g}",
         values={"q_max_Td": q_td, "bound": qb},
-    )
+    ).judge()
 
 
 def check_w2_plateau(r: MainRun) -> Check:
@@ -397,17 +438,18 @@ def check_w2_plateau(r: MainRun) -> Check:
     one_d = cfg_d(r.traj) == 1
     second = 0.0 if one_d else second  # the max{…} term comes from the wⁱ, i ≥ 2
     bound = LESSSIM_C * (first + second)
-    return Check.compare(
+    return Bound(
         *W2_TP_CLAIM,
-        holds=w <= bound,
-        predicted=f"≤ {LESSSIM_C:g}·({first:.3g} + {second:.3g}) = {bound:.3g}",
-        measured=f"{w:.3g}",
+        Measured(w),
+        lambda C: C * (first + second),
+        constants=(lesssim_c(),),
+        a_priori=w2_rel_range(r, T_p),
+        predicted=f"≤ C·({first:.3g} + {second:.3g}) = {bound:.3g} (C = {LESSSIM_C:g})",
+        measured_text=f"{w:.3g}",
         assumptions=r.assumptions,
         values={"w2_rel_Tp": w, "first": first, "second": second, "bound": bound},
-        reason=f"'C' read as {LESSSIM_C:g}"
-        + ("; d = 1: no wⁱ (i ≥ 2), so the max{…} term is 0" if one_d else "")
-        + ("; the bound is ≥ 1 here, so it says nothing at this m" if bound >= 1 else ""),
-    )
+        reason="d = 1: no wⁱ (i ≥ 2), so the max{…} term is 0" if one_d else "",
+    ).judge()
 
 
 def check_w2_descent(r: MainRun) -> Check:
@@ -418,18 +460,20 @@ def check_w2_descent(r: MainRun) -> Check:
     one_d = cfg_d(r.traj) == 1
     second = 0.0 if one_d else second  # the max{…} term bounds the wⁱ, i ≥ 2 (Prop 3)
     bound = first + LESSSIM_C * second
-    return Check.compare(
+    return Bound(
         *W2_TD_CLAIM,
-        holds=w <= bound,
-        predicted=f"≤ {first:.3g} + {LESSSIM_C:g}·{second:.3g} = {bound:.3g}",
-        measured=f"{w:.3g} ({w / first:.2g} × the constant-free term m^{{-(α−1/2)}})",
+        Measured(w),
+        lambda C: first + C * second,
+        constants=(lesssim_c(),),
+        a_priori=w2_rel_range(r, T_d),
+        predicted=f"≤ {first:.3g} + C·{second:.3g} = {bound:.3g} (C = {LESSSIM_C:g})",
+        measured_text=f"{w:.3g} ({w / first:.2g} × the constant-free term m^{{-(α−1/2)}})",
         assumptions=r.assumptions,
         values={"w2_rel_Td": w, "first": first, "second": second, "bound": bound},
-        reason=f"'C' read as {LESSSIM_C:g}"
-        + ("; d = 1: no wⁱ (i ≥ 2), so the C·max{…} term is 0" if one_d else "")
-        + "; the papers bound W₂ at T_p (Cor 1) and at T_d (Cor 4) separately and do not "
+        reason=("d = 1: no wⁱ (i ≥ 2), so the C·max{…} term is 0; " if one_d else "")
+        + "the papers bound W₂ at T_p (Cor 1) and at T_d (Cor 4) separately and do not "
         "claim it falls in between",
-    )
+    ).judge()
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,14 +485,19 @@ def check_secondary_K(r: MainRun) -> Check:
     beta, T_d, T_sp, tau = r.cfg.beta, r.st["T_d"], r.st["T_sp"], r.tau
     sel = (tau >= T_d) & (tau <= T_sp)
     kdev = float(np.max(np.abs(r.o["K_hat"][sel] - 1.0)))
-    return Check.compare(
-        SECONDARY_CLAIMS[0][0],
-        SECONDARY_CLAIMS[0][1],
-        holds=kdev <= 2 * beta,
+    return Bound(
+        *SECONDARY_CLAIMS[0],
+        Measured(kdev),
+        2 * beta,
+        a_priori=(0.0, math.inf),
+        over="[T_d, T_sp]",
+        kind="universal bound",
         predicted=f"≤ 2β = {2 * beta:g}",
-        measured=f"{kdev:.3g}",
+        measured_text=f"{kdev:.3g}",
         values={"max_K_deviation": kdev, "T_sp": T_sp},
-    )
+        reason=f"β = {beta:g} is the toolkit's choice (it defines T_d, where |K̂ − 1| = β): "
+        "the check fails only if K̂ overshoots past 1 + 2β or falls back below 1 − 2β",
+    ).judge()
 
 
 def check_secondary_rate(r: MainRun) -> Check:
@@ -457,14 +506,15 @@ def check_secondary_rate(r: MainRun) -> Check:
     rate_d = average_decay_rate(tau, o["loss"], T_p, T_d)
     rate_sp = average_decay_rate(tau, o["loss"], T_d, T_sp)
     ratio = rate_sp / rate_d
-    return Check.compare(
-        SECONDARY_CLAIMS[1][0],
-        SECONDARY_CLAIMS[1][1],
-        holds=ratio <= 0.05,
-        predicted="≈ 0 (≤ 0.05)",
-        measured=f"{ratio:.3g}",
+    return Bound(
+        *SECONDARY_CLAIMS[1],
+        Measured(ratio),
+        lambda tol: tol,
+        constants=(tolerance(0.05),),
+        predicted="≈ 0 (≤ tol, tol = 0.05)",
+        measured_text=f"{ratio:.3g}",
         values={"ratio": ratio},
-    )
+    ).judge()
 
 
 #: Largest relative error of the third-order split rate on [T_d, T_sp] that counts as
@@ -584,7 +634,17 @@ def check_run(traj: Trajectory, units: Units, cfg: Config) -> tuple[list[Check],
     reason = theory_inapplicable(r)
     if reason is not None:
         for claim, src in THEOREM_CLAIMS:
-            checks.append(Check.not_applicable(claim, src, reason, assumptions=r.assumptions))
+            checks.append(
+                Check(
+                    claim,
+                    src,
+                    "—",
+                    "—",
+                    OUTSIDE_HYPOTHESIS,
+                    reason=f"outside the hypothesis: {reason}",
+                    assumptions=r.assumptions,
+                )
+            )
         return checks, st
 
     T_p, T_d, T_sp, tau = st["T_p"], st["T_d"], st["T_sp"], r.tau

@@ -1,0 +1,169 @@
+"""The claim kit (`flows.claims`): every verdict kind reachable, critical constants against
+closed forms, bad claims refused with the claim and the field named."""
+
+import math
+
+import numpy as np
+import pytest
+
+from flows import ConfigError
+from flows._checks import VERDICTS, format_table, verdict_counts
+from flows.claims import (
+    FAILS,
+    HOLDS,
+    HOLDS_PERSISTENT,
+    HOLDS_TRANSIENT,
+    NOT_APPLICABLE,
+    NOT_OBSERVED,
+    OUTSIDE_HYPOTHESIS,
+    UNDECIDED,
+    UNDECIDED_SIZE,
+    VACUOUS,
+    Bound,
+    Constant,
+    Existential,
+    Hypothesis,
+    Limit,
+    Measured,
+    Near,
+    power_law_fit,
+)
+
+C = Constant("C", 10.0, (0.0, math.inf))
+
+
+def _bound(q, b, **kw):
+    return Bound("claim", "paper Thm 1", Measured(q, kw.pop("error", math.nan)), b, **kw)
+
+
+@pytest.mark.parametrize("q", [0.05, 0.7, 3.0])
+def test_critical_constant_is_the_closed_form(q):
+    """'q ≤ C·b' flips at C* = q/b; the verdict at C = 10 agrees with C* ≤ 10."""
+    b = 0.11
+    c = _bound(q, lambda C: C * b, constants=(C,)).judge()
+    crit = float(c.critical[0].split("C ≥ ")[1])
+    assert crit == pytest.approx(q / b, rel=2e-3)  # printed to 3 significant digits
+    assert c.verdict == (HOLDS if q / b <= 10 else FAILS)
+    assert c.margin == pytest.approx(10 * b - q)
+
+
+def test_lower_bound_critical_constant_and_sense():
+    c = _bound(0.3, lambda C: C * 2.0, sense="lower", constants=(Constant("C", 0.1, (0, 1)),))
+    assert c.judge().verdict == HOLDS
+    assert c.judge().critical == ("holds for C ≤ 0.15",)
+    low = _bound(0.3, lambda C: C * 2.0, sense="lower", constants=(Constant("C", 0.5, (0, 1)),))
+    assert low.judge().verdict == FAILS
+
+
+def test_bound_outside_the_a_priori_range_is_vacuous_never_holds():
+    """A relative W₂ lies in [0, 2]: a bound of 89 could not have failed."""
+    c = _bound(0.3, lambda C: C * 8.9, constants=(C,), a_priori=(0.0, 2.0)).judge()
+    assert c.verdict == VACUOUS
+    assert "could not have failed" in c.reason
+    # where it stops being vacuous: C < 2/8.9
+    assert c.critical == ("holds for C ≥ 0.0337; vacuous for C ≥ 0.225",)
+    # the same measurement against a bound inside the range is judged
+    assert _bound(0.3, 0.5, a_priori=(0.0, 2.0)).judge().verdict == HOLDS
+    assert _bound(0.3, 0.2, a_priori=(0.0, 2.0)).judge().verdict == FAILS
+    # a lower bound at the bottom of the range
+    assert _bound(0.3, 0.0, sense="lower", a_priori=(0.0, 2.0)).judge().verdict == VACUOUS
+
+
+def test_margin_inside_the_error_bar_is_undecided():
+    c = _bound(1.0, 1.0 + 1e-6, error=1e-5).judge()
+    assert c.verdict == UNDECIDED and "1e-06" in c.reason
+    assert _bound(1.0, 1.0 + 1e-4, error=1e-5).judge().verdict == HOLDS
+    assert _bound(1.0, 1.0 - 1e-4, error=1e-5).judge().verdict == FAILS
+    assert "not estimated" in _bound(1.0, 2.0).judge().reason
+
+
+def test_hypothesis_not_met_is_reported_not_judged():
+    hyp = Hypothesis("α > 1/2", False, "α = 0.4")
+    c = _bound(0.1, 1.0, hypotheses=(hyp, Hypothesis("tanh-like", lambda: True))).judge()
+    assert c.verdict == OUTSIDE_HYPOTHESIS
+    assert "α > 1/2 (α = 0.4)" in c.reason and "tanh-like" not in c.reason
+    assert [h["holds"] for h in c.hypotheses] == [False, True]
+
+
+def test_bad_claims_are_config_errors_naming_claim_and_field():
+    def boom():
+        raise ZeroDivisionError("x")
+
+    with pytest.raises(ConfigError, match="claim 'claim'.*'no_range'.*admissible"):
+        _bound(0.1, lambda C: C, constants=(Constant("no_range", 1.0),)).judge()
+    with pytest.raises(ConfigError, match="'δ′' is not a Python identifier.*symbol"):
+        _bound(0.1, lambda C: C, constants=(Constant("δ′", 1.0, (0, 2)),)).judge()
+    with pytest.raises(ConfigError, match="default 5.0 is outside"):
+        _bound(0.1, lambda C: C, constants=(Constant("C", 5.0, (0, 1)),)).judge()
+    with pytest.raises(ConfigError, match="hypothesis 'h' raised ZeroDivisionError"):
+        _bound(0.1, 1.0, hypotheses=(Hypothesis("h", boom),)).judge()
+    with pytest.raises(ConfigError, match="a_priori"):
+        _bound(3.0, 1.0, a_priori=(0.0, 2.0)).judge()
+    with pytest.raises(ConfigError, match="sense"):
+        _bound(0.1, 1.0, sense="sideways").judge()
+
+
+def test_near_is_a_bound_on_the_distance_with_a_named_tolerance():
+    c = Near("K/K′ → 1/2", "Prop 2", Measured(0.52, 1e-4), 0.5, Constant("tol", 0.05, (0, 1)))
+    j = c.judge()
+    assert j.verdict == HOLDS and j.kind == "equality"
+    assert j.critical == ("holds for tol ≥ 0.02",)
+    far = Near("x", "s", Measured(0.7), 0.5, Constant("tol", 0.05, (0, 1))).judge()
+    assert far.verdict == FAILS
+
+
+def test_power_law_fit_recovers_the_exponent_and_its_interval_covers_it():
+    rng = np.random.default_rng(0)
+    m = np.array([100.0, 200, 400, 800, 1600])
+    exact = power_law_fit(m, (m**-0.5)[:, None] * np.ones((1, 3)))
+    assert exact["p"] == pytest.approx(-0.5, abs=1e-12)
+    covered = 0
+    for _ in range(200):
+        y = m[:, None] ** -0.5 * np.exp(0.1 * rng.standard_normal((5, 3)))
+        lo, hi = power_law_fit(m, y)["ci"]
+        covered += lo <= -0.5 <= hi
+    assert 0.9 <= covered / 200 <= 0.99  # a 95 % interval
+
+
+def test_limit_rule_holds_fails_undecided_and_needs_enough_runs():
+    rng = np.random.default_rng(1)
+    m = [100, 200, 400, 800]
+    noise = np.exp(0.05 * rng.standard_normal((4, 3)))
+    decays = np.array(m, float)[:, None] ** -0.5 * noise
+    grows = np.array(m, float)[:, None] ** 0.3 * noise
+    flat = np.full((4, 3), 0.1) * np.exp(0.3 * rng.standard_normal((4, 3)))
+    assert Limit("q → 0", "s", m, decays).judge().verdict == HOLDS
+    assert Limit("q → 1", "s", m, 1.0 + decays, limit=1.0).judge().verdict == HOLDS
+    assert Limit("q → 0", "s", m, grows).judge().verdict == FAILS
+    assert Limit("q → 0", "s", m, flat).judge().verdict == UNDECIDED_SIZE
+    few = Limit("q → 0", "s", m[:3], decays[:3]).judge()
+    assert few.verdict == NOT_APPLICABLE and "≥ 4 widths" in few.reason
+    lit = Limit("q → 0", "s", m, decays, tolerance=0.01).judge()
+    assert "outside the tolerance 0.01" in lit.measured and lit.verdict == HOLDS
+
+
+def test_existential_transient_persistent_not_observed():
+    t = np.linspace(0.0, 10.0, 101)
+    a = Existential("X can happen", "s", [t, t], [(t > 3) & (t < 4), t < 0], ["a", "b"], "two runs")
+    j = a.judge()
+    assert j.verdict == HOLDS_TRANSIENT and "t ≈ 3.1–3.9" in j.measured
+    assert "searched: two runs" in j.reason
+    p = Existential("X", "s", [t], [t > 8], ["a"], "one run").judge()
+    assert p.verdict == HOLDS_PERSISTENT and "to the end" in p.measured
+    n = Existential("X", "s", [t], [t < 0], ["a"], "one run").judge()
+    assert n.verdict == NOT_OBSERVED and n.measured == "in 0 of 1 runs"
+
+
+def test_table_and_counts_show_every_verdict_kind():
+    checks = [
+        _bound(0.3, lambda C: C * 8.9, constants=(C,), a_priori=(0.0, 2.0)).judge(),
+        _bound(0.1, 1.0).judge(),
+        _bound(1.0, 1.0 + 1e-6, error=1e-5).judge(),
+    ]
+    n = verdict_counts(checks)
+    assert set(n) == set(VERDICTS) and sum(n.values()) == 3
+    text = format_table(checks, width=120)
+    assert "1 hold, 0 fail, 0 not applicable, 1 vacuous, 1 undecided (numerical)" in text
+    assert "critical: holds for C ≥ 0.0337; vacuous for C ≥ 0.225" in text
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        type(checks[0])("c", "s", "p", "m", "probably")
