@@ -17,6 +17,7 @@ except _NotFound:  # pragma: no cover - running from a source tree that was neve
 
 _jax.config.update("jax_enable_x64", True)
 
+from . import claims as claims  # noqa: E402
 from . import models as models  # noqa: E402
 from ._baselines import gradient_descent as gradient_descent  # noqa: E402
 from ._baselines import sgd_to_epsilon as sgd_to_epsilon  # noqa: E402
@@ -56,6 +57,7 @@ from ._rkc import RKC2 as RKC2  # noqa: E402
 from ._rkc import AbstractStabilizedSolver as AbstractStabilizedSolver  # noqa: E402
 from ._rkc import rkc_eval_counts as rkc_eval_counts  # noqa: E402
 from ._rock import ROCK4 as ROCK4  # noqa: E402
+from ._simulate import GLOBAL_ERROR_FACTOR as GLOBAL_ERROR_FACTOR  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402
@@ -75,4 +77,5 @@ from ._stats import Result as Result  # noqa: E402
 from ._stats import SolveStats as SolveStats  # noqa: E402
 from ._sweep import AbstractSweepSpec as AbstractSweepSpec  # noqa: E402
 from ._sweep import sweep as sweep  # noqa: E402
+from ._trajectory import GlobalError as GlobalError  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402

@@ -326,6 +326,13 @@ def _verdict_text(c: Check) -> str:
 def _notes(c: Check) -> str:
     """The reason, then the critical constants and unmet hypotheses, as one line."""
     parts = [c.reason] if c.reason else []
+    if c.margin is not None and c.kind != "limit":
+        e = c.error
+        parts.append(
+            "numerical error not estimated"
+            if e is None or not math.isfinite(e)
+            else f"margin {c.margin:.2g}, numerical error ±{e:.2g}"
+        )
     if c.critical:
         parts.append("critical: " + "; ".join(c.critical))
     return "; ".join(parts)

@@ -44,7 +44,7 @@ from ._solvers import (
 )
 from ._solvers import SOLVERS as SOLVERS
 from ._stats import Result, SolveStats, advice, failure_reason
-from ._trajectory import Trajectory, assemble_trajectory, flat_params
+from ._trajectory import GlobalError, Trajectory, assemble_trajectory, flat_params
 from ._validate import (
     MAX_SAVES,
     MAX_STEPS,
@@ -602,6 +602,51 @@ KINKS_WARNING = (
 )
 
 
+#: `simulate(…, global_error=True)` solves again at tolerances this many times tighter.
+GLOBAL_ERROR_FACTOR = 10.0
+
+
+def with_global_error(plain: Trajectory, companion, factor: float) -> Trajectory:
+    """`plain` with its `global_error` from `companion()` (a run of the same problem at
+    tolerances `factor` times tighter); a failed companion leaves the estimate missing."""
+    import dataclasses as _dc
+
+    def missing(why: str) -> Trajectory:
+        ge = GlobalError(factor, {}, {}, None, float("nan"), why)
+        plain.config["global_error"] = ge.summary()
+        return _dc.replace(plain, global_error=ge)
+
+    if not plain.stats["result"] == "successful":
+        return missing(f"the run itself did not succeed ({plain.stats['result']})")
+    try:
+        tight = companion()
+    except (SolverError, ConfigError) as e:
+        return missing(f"the companion solve at tolerances /{factor:g} failed: {e}")
+    same = plain.times.shape == tight.times.shape and np.allclose(
+        plain.times, tight.times, rtol=0, atol=0
+    )
+    if not same:
+        return missing(
+            "the companion's save times differ from the run's (a stop event "
+            "triggered at a different time)"
+        )
+    obs = {
+        k: np.abs(np.asarray(v, float) - np.asarray(tight.observables[k], float))
+        for k, v in plain.observables.items()
+        if k in tight.observables and np.issubdtype(np.asarray(v).dtype, np.number)
+    }
+    par = {
+        k: np.abs(np.asarray(v, float) - np.asarray(tight.params[k], float))
+        for k, v in plain.params.items()
+        if k in tight.params and np.shape(v) == np.shape(tight.params[k])
+    }
+    w0 = float(plain.stats["wall_s"])
+    cost = (w0 + float(tight.stats["wall_s"])) / w0 if w0 > 0 else float("nan")
+    ge = GlobalError(factor, obs, par, tight, cost)
+    plain.config["global_error"] = ge.summary()
+    return _dc.replace(plain, global_error=ge)
+
+
 def simulate(
     problem: Problem,
     *,
@@ -622,6 +667,7 @@ def simulate(
     count_evals: bool | str = "auto",
     throw: bool = True,
     stop: StopCondition | None = None,
+    global_error: bool = False,
 ) -> Trajectory:
     """Integrate the exact gradient flow dθ/dt = −∇L(θ) from θ(t0) = `problem.theta0`.
 
@@ -694,12 +740,28 @@ def simulate(
       The trajectory then ends at that time (save times after it are dropped, the stop
       time is appended), `stats.result` is `Result.event_stopped` and `stats.stopped_at`
       records the time (None when not triggered).
+    - `global_error`: also estimate the run's global error, by a companion solve at
+      rtol and atol `GLOBAL_ERROR_FACTOR` (10) times tighter with the same solver and
+      save times (tolerances are run-time values: the compiled program is reused). The
+      estimate is `traj.global_error` (`flows.GlobalError`: per-save differences per
+      observable and parameter, the companion run, the cost) and its summary
+      `config["global_error"]`. Costs about 1.5–2.5 × the plain run; a companion that
+      fails leaves the estimate missing, with why.
 
     **Returns:** a `Trajectory` whose `stats` is a `SolveStats` (also readable as the
     mapping `stats["steps"]`, …). `stats.certificate` (`flows._stats.certificate`) says
     whether the energy identity and the monotone loss hold within 100·rtol·L(0)
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
+    if global_error:
+        args = dict(t1=t1, t0=t0, solver=solver, rtol=rtol, atol=atol, error_norm=error_norm,
+                    ts=ts, n_save=n_save, save_params=save_params, observables=observables,
+                    clock=clock, max_steps=max_steps, dt0=dt0, count_evals=count_evals,
+                    stop=stop)  # fmt: skip
+        plain = simulate(problem, **args, progress=progress, throw=throw)
+        f = GLOBAL_ERROR_FACTOR
+        tight = args | {"rtol": rtol / f, "atol": atol / f}
+        return with_global_error(plain, lambda: simulate(problem, **tight), f)
     problem = check_problem(problem)
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
     error_norm = check_error_norm(error_norm)

@@ -94,6 +94,50 @@ def stack_params(thetas: list) -> dict[str, np.ndarray]:
     return flat_params(stacked)
 
 
+@dataclasses.dataclass(frozen=True)
+class GlobalError:
+    """An estimate of a flow's global error |computed − exact| at every save, from a
+    companion solve of the same problem at tolerances `factor` times tighter: the
+    difference of the two runs, per observable (`observables`, arrays over the save
+    times) and per stored parameter (`params`). For a method whose global error scales
+    like the tolerance this over-/under-estimates by a relative ~1/`factor`.
+
+    `companion` is the tighter run itself (checks can be re-run on it: the difference of a
+    derived number between the two runs is its error bar). `cost` is (plain + companion
+    run wall time) / plain run wall time, compile excluded. When the companion solve
+    fails, or its save times differ (a `stop` event), the estimate is missing: the arrays
+    are empty and `missing` says why — never zero."""
+
+    factor: float
+    observables: dict[str, np.ndarray]
+    params: dict[str, np.ndarray]
+    companion: Trajectory | None
+    cost: float
+    missing: str = ""
+
+    def max(self, name: str) -> float:
+        """Largest estimate over the save times for observable `name`; NaN when missing."""
+        arr = self.observables.get(name)
+        return float(np.max(arr)) if arr is not None and np.size(arr) else float("nan")
+
+    def max_param(self, name: str) -> float:
+        """Largest estimate over the stored times and entries of parameter `name`; NaN
+        when missing."""
+        arr = self.params.get(name)
+        return float(np.max(arr)) if arr is not None and np.size(arr) else float("nan")
+
+    def summary(self) -> dict:
+        """JSON form for `config["global_error"]`: factor, cost, the largest estimate per
+        observable and parameter, and `missing`."""
+        return {
+            "factor": self.factor,
+            "cost": self.cost,
+            "missing": self.missing,
+            "max": {k: float(np.max(v)) for k, v in self.observables.items() if np.size(v)},
+            "max_param": {k: float(np.max(v)) for k, v in self.params.items() if np.size(v)},
+        }
+
+
 @dataclasses.dataclass
 class Trajectory:
     """A run of gradient flow (or of a discrete baseline) on a `Problem`.
@@ -117,6 +161,9 @@ class Trajectory:
     config: dict
     param_dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     data: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: `simulate(…, global_error=True)`: the estimate of this run's global error
+    #: (`GlobalError`); None when not asked for.
+    global_error: GlobalError | None = dataclasses.field(default=None, repr=False)
 
     @property
     def loss(self) -> np.ndarray:

@@ -82,6 +82,7 @@ __all__ = [
     "Limit",
     "Existential",
     "power_law_fit",
+    "with_error_bars",
 ]
 
 _INF = math.inf
@@ -357,8 +358,6 @@ class Bound:
             )
         else:
             verdict = HOLDS if margin >= 0 else FAILS
-        if not q.has_error:
-            reasons.append("numerical error not estimated")
         measured = (self.measured_text or q.text()) + (f" over {self.over}" if self.over else "")
         return Check(
             claim=self.claim,
@@ -641,3 +640,44 @@ class Existential:
             kind="existential",
             hypotheses=tuple(hyps),
         )
+
+
+def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: str) -> list[Check]:
+    """`checks` with numerical error bars from the same checks run on a companion solve
+    (`simulate(…, global_error=True)`'s `global_error.companion`, tolerances 10× tighter).
+
+    For every check the kit judged with a margin (`Bound`, `Near`) and that the companion
+    has too (same claim and source), the error bar is |Δ measured| + |Δ bound| between
+    the two runs; a `holds` or `fails` whose margin lies inside it becomes `undecided
+    (numerical)`. `how` names the companion ('companion solve at rtol/10'). Other checks
+    are returned unchanged."""
+    by_key: dict[tuple[str, str], list[Check]] = {}
+    for c in companion:  # rows with the same claim pair up in order
+        by_key.setdefault((c.claim, c.source), []).append(c)
+    out = []
+    for c in checks:
+        twins = by_key.get((c.claim, c.source))
+        other = twins.pop(0) if twins else None
+        if c.margin is None or other is None or "measured" not in c.values:
+            out.append(c)
+            continue
+        try:
+            err = abs(float(c.values["measured"]) - float(other.values["measured"]))
+            err += abs(float(c.values.get("bound", 0.0)) - float(other.values.get("bound", 0.0)))
+        except (TypeError, ValueError):
+            out.append(c)
+            continue
+        if not math.isfinite(err):
+            out.append(c)
+            continue
+        values = c.values | {"error": err, "error_how": how}
+        verdict, reason = c.verdict, c.reason
+        if verdict in (HOLDS, FAILS) and abs(c.margin) <= err:
+            verdict = UNDECIDED
+            reason = (
+                f"the margin {c.margin:.2g} is inside the numerical error ±{err:.2g} ({how}); "
+                f"decide with an error below {abs(c.margin):.2g} (a tighter rtol)"
+                + (f"; {reason}" if reason else "")
+            )
+        out.append(dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values))
+    return out

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from flows.claims import with_error_bars
+
 from ... import _flags as fl
 from ..._baselines import gradient_descent
 from ..._checks import Check, Reference, Trend
@@ -69,8 +71,13 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
             f"{cfg.data} data, t1={cfg.t1}",
             flush=True,
         )
-    traj, units = run_main(cfg)
+    traj, units = run_main(cfg, global_error=True)
     checks, st = check_run(traj, units, cfg)
+    # error bars: the same checks on the companion solve at tolerances 10× tighter
+    ge = traj.global_error
+    if ge is not None and ge.companion is not None:
+        twin, _ = check_run(ge.companion, units, cfg)
+        checks = with_error_bars(checks, twin, f"companion solve at rtol/{ge.factor:g}")
     if progress:
         print(
             f"[multistage] main run done: {traj.stats['vf_evals']} vector-field evaluations, "

@@ -24,9 +24,14 @@ __all__ = ["run_main", "run_target", "stage_times", "descent_time_sweep"]
 
 
 def run_main(
-    cfg: Config, *, progress: bool = False, data: Dataset | None = None
+    cfg: Config,
+    *,
+    progress: bool = False,
+    data: Dataset | None = None,
+    global_error: bool = False,
 ) -> tuple[Trajectory, Units]:
-    """The main run of `cfg` (on `data` instead of `make_data(cfg)` when given)."""
+    """The main run of `cfg` (on `data` instead of `make_data(cfg)` when given); with
+    `global_error`, with its companion solve (`flows.simulate`)."""
     data = make_data(cfg) if data is None else data
     units = Units.of(moments(data))
     model = TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha)
@@ -41,6 +46,7 @@ def run_main(
         observables=multistage_observables,
         save_params="ends",
         progress=progress,
+        global_error=global_error,
     )
     traj.config["experiment"] = {"name": NAME, **dataclasses.asdict(cfg)}
     return traj, units

@@ -1,0 +1,68 @@
+"""`simulate(…, global_error=True)` against a closed form, its failure mode (missing, never
+zero), and error bars from a companion run turning a too-close verdict into undecided."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+import flows
+from flows.claims import FAILS, HOLDS, UNDECIDED, Bound, Measured, with_error_bars
+
+
+def _least_squares():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 5))
+    w_star = rng.normal(size=5)
+    problem = flows.make_problem(
+        lambda p, x: x @ p["w"], flows.from_arrays(x, x @ w_star), theta0={"w": np.zeros(5)}
+    )
+    return problem, x, w_star
+
+
+def test_estimate_is_within_a_factor_3_of_the_closed_form_error():
+    """Linear least squares: w(t) = w* + e^{−Ht}(w(0) − w*), H = XᵀX/n, exactly."""
+    problem, x, w_star = _least_squares()
+    traj = flows.simulate(
+        problem, t1=4.0, rtol=1e-5, atol=1e-8, n_save=9, save_params="all", global_error=True
+    )
+    h = x.T @ x / len(x)
+    exact = np.stack([w_star - scipy.linalg.expm(-h * t) @ w_star for t in traj.param_times])
+    loss = 0.5 * np.mean((np.asarray(exact) @ x.T - x @ w_star) ** 2, axis=1)
+    assert traj.loss[0] == pytest.approx(loss[0], rel=1e-12)  # the loss convention
+    true_w = np.max(np.abs(traj.params["w"] - exact))
+    true_loss = np.max(np.abs(traj.loss - loss))
+    ge = traj.global_error
+    assert ge is not None and not ge.missing
+    assert 1 / 3 <= ge.max_param("w") / true_w <= 3
+    assert 1 / 3 <= ge.max("loss") / true_loss <= 3
+    assert ge.companion is not None and ge.companion.config["rtol"] == pytest.approx(1e-6)
+    assert traj.config["global_error"]["max"]["loss"] == ge.max("loss")
+    assert ge.cost > 1.0
+
+
+def test_failed_companion_leaves_the_estimate_missing_not_zero():
+    problem, _, _ = _least_squares()
+    plain = flows.simulate(problem, t1=4.0, rtol=1e-5, atol=1e-8, n_save=5)
+    steps = int(plain.stats["steps"])
+    traj = flows.simulate(
+        problem, t1=4.0, rtol=1e-5, atol=1e-8, n_save=5, max_steps=steps, global_error=True
+    )
+    ge = traj.global_error
+    assert ge is not None and "companion solve" in ge.missing and "failed" in ge.missing
+    assert ge.observables == {} and np.isnan(ge.max("loss"))
+    assert traj.config["global_error"]["missing"] == ge.missing
+    np.testing.assert_array_equal(traj.loss, plain.loss)  # the run itself is untouched
+
+
+def test_error_bars_from_a_companion_decide_or_undecide():
+    def row(q):
+        return Bound("q ≤ 1", "toy", Measured(q), 1.0).judge()
+
+    close, far = row(0.99999), row(0.5)
+    assert (close.verdict, far.verdict) == (HOLDS, HOLDS)
+    out = with_error_bars([close, far], [row(0.99990), row(0.5001)], "companion")
+    assert out[0].verdict == UNDECIDED and "inside the numerical error" in out[0].reason
+    assert out[0].error == pytest.approx(9e-5)
+    assert out[1].verdict == HOLDS and out[1].error == pytest.approx(1e-4)
+    failing = with_error_bars([row(1.5)], [row(1.5 + 1e-6)], "companion")[0]
+    assert failing.verdict == FAILS and failing.values["error_how"] == "companion"
