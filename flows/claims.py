@@ -618,7 +618,7 @@ class Existential:
             f = found[0]
             measured = (
                 f"in {len(found)} of {n} runs; first: {f['member']}, t ≈ "
-                f"{f['t_first']:.3g}–{f['t_last']:.3g}"
+                f"{f['t_first']:.3g}–{f['t_last']:.3g} (save resolution)"
                 + (", to the end of the run" if f["at_end"] else "")
             )
         else:

@@ -8,9 +8,10 @@ import math
 
 import numpy as np
 
+from flows.claims import Existential
 from reduced import max_margin as mm
 
-from ..._checks import Check, Trend
+from ..._checks import NOT_APPLICABLE, Check, Trend
 from ..._eta import eta_checked
 from ..._trajectory import Trajectory
 from .config import RELU_EXAMPLE, SOURCE, Config
@@ -265,34 +266,45 @@ def outlier_verdict(o: dict, kink_cos: float) -> tuple[bool, str, dict]:
 
 
 def check_outlier(traj: Trajectory, data, kink_cos: float) -> Check:
-    """App. J on the exact (Filippov) flow."""
+    """App. J on the exact (Filippov) flow, as the existential claim it is ("learning can
+    enter an NAR that is not a PAR"): searched over the whole trajectory — in an NAR with
+    a margin beyond the kink tolerance (β* > kink_cos), PAR share < 1, accuracy 1 — and
+    reported as `holds (transient)` / `holds (persistent)` / `not observed`, with when and
+    for how long; the state at t1 is reported beside it."""
     src = f"{SOURCE} App. J"
     if not data.separability.separable:
         return Check.not_applicable(OUTLIER_CLAIM, src, data.separability.message)
-    holds, text, values = outlier_verdict(traj.observables, kink_cos)
-    sl = traj.observables.get("sliding_pairs")
+    o = traj.observables
+    _, text, values = outlier_verdict(o, kink_cos)
+    sl = o.get("sliding_pairs")
     if sl is not None:
         values["sliding_pairs_end"] = float(sl[-1])
         text += f"; sliding pairs at t1: {sl[-1]:.0f}"
-    return _with_trend(
-        time_trend(traj, "nar_margin", "NAR margin β*", "App. J: an NAR is entered (β* > 0)"),
+    occurs = (
+        (np.asarray(o["nar_margin"]) > kink_cos)
+        & (np.asarray(o["par_share"]) < 1)
+        & (np.asarray(o["accuracy"]) == 1)
+    )
+    c = Existential(
         OUTLIER_CLAIM,
         src,
-        holds=holds,
-        predicted=f"in an NAR (β* > {kink_cos:g}), PAR share < 1, accuracy 1",
-        measured=text,
+        [np.asarray(traj.times)],
+        [occurs],
+        ["the outlier run"],
+        family=f"every save time of one run ({len(traj.times)} saves on [0, {traj.times[-1]:.3g}]) "
+        "at one geometry and init; the geometry family is the search row's",
         assumptions="exact piecewise-smooth flow (Filippov sliding on kinks), "
         f"on the kink: |ŵ·x̂| ≤ {kink_cos:g}",
-        values=values,
-        reason=""
-        if holds
-        else "β* < 0: neurons of one type disagree on a point (the type splits), so no NAR "
-        "is entered"
-        if values["nar_margin"] < -kink_cos
-        else "β* ≤ the kink tolerance: neurons sit on a point's kink "
-        "(sliding), so no NAR with β > 0 is entered"
-        if values["nar_margin"] <= kink_cos
-        else "",
+        reason=f"at t1: {text}",
+    ).judge()
+    c = dataclasses.replace(
+        c,
+        predicted=f"at some t: in an NAR (β* > {kink_cos:g}), PAR share < 1, accuracy 1",
+        values=values | c.values,
+    )
+    return dataclasses.replace(
+        c,
+        trend=time_trend(traj, "nar_margin", "NAR margin β*", "App. J: an NAR is entered (β* > 0)"),
     )
 
 
@@ -647,9 +659,18 @@ SEARCH_CLAIM = (
 )
 
 
-def check_outlier_search(rows: list[dict], chosen: dict | None, flow: dict | None, cfg) -> Check:
+def check_outlier_search(
+    rows: list[dict],
+    chosen: dict | None,
+    flow: dict | None,
+    cfg,
+    whole_run: Check | None = None,
+) -> Check:
     """App. J's geometry search (`outlier_search`): the reduced prediction over the grid,
-    and the exact flow at the chosen geometry (the check's outlier run)."""
+    and the exact flow at the chosen geometry (the check's outlier run). With `whole_run`
+    (`check_outlier` on that run: the claim searched over its whole trajectory) the
+    verdict is that existential one — the same reading as the row beside it — and the
+    state at t1 is reported."""
     from .outlier_search import summarize
 
     src = f"{SOURCE} App. J"
@@ -679,7 +700,7 @@ def check_outlier_search(rows: list[dict], chosen: dict | None, flow: dict | Non
         and (flow["accuracy"] == 1)
     )
     values |= {"chosen": chosen, "flow": flow}
-    return Check.compare(
+    c = Check.compare(
         SEARCH_CLAIM,
         src,
         holds=holds,
@@ -702,6 +723,20 @@ def check_outlier_search(rows: list[dict], chosen: dict | None, flow: dict | Non
         else "neurons on the outlier's kink (sliding)"
         if beta <= cfg.kink_cos
         else "",
+    )
+    if whole_run is None or whole_run.verdict == NOT_APPLICABLE:
+        return c
+    return dataclasses.replace(
+        c,
+        verdict=whole_run.verdict,
+        predicted="flow at the chosen geometry, at some t: in an NAR (β* > "
+        f"{cfg.kink_cos:g}), PAR share < 1, accuracy 1",
+        measured=c.measured + f"; over the whole run: {whole_run.measured}",
+        reason=f"existential: searched over the whole run at the chosen geometry of the grid "
+        f"({len(rows)} geometries predicted, one exact flow); state at t1: "
+        + (c.reason or "in an NAR that is not the PAR"),
+        kind="existential",
+        values=values | {"occurrences": whole_run.values.get("occurrences", [])},
     )
 
 

@@ -151,8 +151,11 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         f"{tuple(round(c, 3) for c in ocfg.outlier)}: "
         f"{outlier.stats['sliding_entries']} sliding entries"
     )
-    checks.append(check_outlier_search(grid, chosen, flow_summary, cfg))
-    checks.append(check_outlier(outlier, odata, cfg.kink_cos))
+    whole_run = check_outlier(outlier, odata, cfg.kink_cos)
+    checks.append(
+        check_outlier_search(grid, chosen, flow_summary, cfg, whole_run if chosen else None)
+    )
+    checks.append(whole_run)
     checks.append(check_theorem61(outlier, odata, cfg, "outlier"))
     extra["outlier_search"] = {"grid": grid, "chosen": chosen, "flow": flow_summary}
     if cfg.outlier_gd:
