@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from flows.claims import Existential
 from flows.experiments.linear_teacher import outlier_search as osearch
 from flows.experiments.linear_teacher.checks import (
     boundary_nonlinearity,
@@ -131,6 +132,13 @@ def test_choose_geometry_and_search_check():
     assert c.verdict == "fails" and "split" in c.reason
     kink = flow | {"nar_margin": 0.0}
     assert "kink" in check_outlier_search(rows, chosen, kink, cfg).reason
+    # with the whole run searched: its existential verdict, the state at t1 beside it
+    t = np.linspace(0.0, 100.0, 11)
+    whole = Existential("x", "s", [t], [(t > 25) & (t < 45)], ["run"], "one run").judge()
+    c = check_outlier_search(rows, chosen, split, cfg, whole)
+    assert c.verdict == "holds (transient)" and "split" in c.reason and "t ≈ 30–40" in c.measured
+    never = Existential("x", "s", [t], [t < 0], ["run"], "one run").judge()
+    assert check_outlier_search(rows, chosen, split, cfg, never).verdict == "not observed"
 
 
 def _rows(exponent_n):
