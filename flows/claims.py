@@ -83,6 +83,8 @@ __all__ = [
     "Existential",
     "power_law_fit",
     "with_error_bars",
+    "MIN_WIDTHS",
+    "MIN_SEEDS",
 ]
 
 _INF = math.inf
@@ -466,12 +468,18 @@ class Limit:
     limit: float = 0.0
     tolerance: float | None = None
     predicted_exponent: float | None = None
+    rate_bound: bool = False
     hypotheses: Sequence[Hypothesis] = ()
     assumptions: str = ""
     reason: str = ""
 
     def judge(self) -> Check:
         hyps = _evaluate_hypotheses(self.claim, self.hypotheses)
+        if self.rate_bound and self.predicted_exponent is None:
+            raise ConfigError(
+                f"claim {self.claim!r}: rate_bound needs predicted_exponent (the paper's p* in "
+                "|q − L| ≤ C m^p*)"
+            )
         v = np.asarray(self.values, dtype=float)
         if v.ndim == 1:
             v = v[:, None]
@@ -482,7 +490,7 @@ class Limit:
             )
         dist = np.abs(v - self.limit)
         top = int(np.argmax(widths))
-        lit, sd = float(np.mean(dist[top])), float(np.std(dist[top]))
+        lit, sd = float(np.nanmean(dist[top])), float(np.nanstd(dist[top]))
         pred = "|q − L| decays in m" + (
             f" (paper: ∝ m^{self.predicted_exponent:.3g})"
             if self.predicted_exponent is not None
@@ -508,6 +516,18 @@ class Limit:
                 kind="limit",
                 hypotheses=tuple(hyps),
             )
+        if not np.all(np.isfinite(dist)):
+            return Check(
+                self.claim,
+                self.source,
+                pred,
+                f"{len(widths)} widths × {v.shape[1]} seeds",
+                NOT_APPLICABLE,
+                reason="a run did not reach the time the quantity is taken at",
+                values=base,
+                kind="limit",
+                hypotheses=tuple(hyps),
+            )
         fit = power_law_fit(widths, dist)
         p, (plo, phi) = fit["p"], fit["ci"]
         within = (
@@ -528,9 +548,28 @@ class Limit:
         if outside:
             verdict = OUTSIDE_HYPOTHESIS
             reasons.append(f"outside the hypothesis: {outside}")
+        elif not np.any(dist > 0):
+            verdict = HOLDS
+            measured = f"|q − L| = 0 at every width and seed (m = {widths[0]:g} … {widths[top]:g})"
+            reasons.append("at the limit at every width")
         elif not math.isfinite(p):
             verdict = NOT_APPLICABLE
-            reasons.append("the distance is 0 or not finite: no rate can be fitted")
+            reasons.append("too few nonzero distances to fit a rate")
+        elif self.rate_bound:
+            ps = float(self.predicted_exponent)  # type: ignore[arg-type]
+            if plo > ps or plo >= 0:
+                verdict = FAILS
+                reasons.append(
+                    f"the distance decays slower than the claimed m^{ps:.3g} (the whole 95% CI "
+                    "lies above it)"
+                    if plo > ps
+                    else "the distance does not decay"
+                )
+            elif phi < 0:
+                verdict = HOLDS
+            else:
+                verdict = UNDECIDED_SIZE
+                reasons.append("the rate's confidence interval contains 0")
         elif phi < 0:
             verdict = HOLDS
         elif plo >= 0:
@@ -541,8 +580,14 @@ class Limit:
                 "the rate's confidence interval contains 0: more or larger widths would decide"
             )
         reasons.append(
-            "rule: a limit m → ∞ holds when the fitted rate's 95% CI lies below 0; "
-            "the literal value at the largest m is shown, not judged"
+            "rule: a limit m → ∞ holds when the fitted rate's 95% CI lies below 0"
+            + (
+                f" and reaches the claimed rate m^{self.predicted_exponent:.3g} (fails when the "
+                "whole CI lies above it)"
+                if self.rate_bound
+                else ""
+            )
+            + "; the literal value at the largest m is shown, not judged"
         )
         if self.reason:
             reasons.append(self.reason)

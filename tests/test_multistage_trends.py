@@ -22,9 +22,9 @@ CFG = ex.Config(
     data="assumption",
     target="f2",
     n=40,
-    sweep_m=(100, 400, 1600),
+    sweep_m=(100, 400, 1600, 6400),
     sweep_alpha=(1.0,),
-    sweep_seeds=(0, 1),
+    sweep_seeds=(0, 1, 2),
     sweep_n=40,
     targets=(),
 )
@@ -77,7 +77,7 @@ def test_sweep_checks_hold_within_their_bounds():
         (c.claim, c.measured) for c in checks if c.verdict != HOLDS
     ]
     # every check carries its trend at ≥ 2 widths
-    assert all(c.trend is not None and len(c.trend.x) == 3 for c in checks)
+    assert all(c.trend is not None and len(c.trend.x) == 4 for c in checks)
 
 
 @pytest.mark.parametrize(
@@ -138,14 +138,15 @@ def test_attach_trends_adds_the_sweeps_series():
     )
     rows = [dict(r, K_ratio_Tp=0.5 + 0.1 * r["m"] ** -1.0) for r in _rows()]
     (out,) = trends.attach_trends([c], rows, CFG)
-    assert out.trend is not None and out.trend.x == (100.0, 400.0, 1600.0)
+    assert out.trend is not None and out.trend.x == (100.0, 400.0, 1600.0, 6400.0)
     assert out.trend.y[0] == pytest.approx(1e-3)
 
 
 def test_d2_sweep_makes_the_orthogonal_claims_applicable():
     """The real flow on 2-D Assumption 1–2 data: Proposition 1, Lemma 2, Theorem 1 (28),
     Corollary 2 and Theorem 2 (47) are measured (not 'not applicable') and hold."""
-    cfg = dataclasses.replace(CFG, sweep_m=(100, 400), sweep_seeds=(0,))
+    # the kit's limit rule needs ≥ 4 widths × ≥ 3 seeds
+    cfg = dataclasses.replace(CFG, sweep_m=(100, 200, 400, 800), sweep_seeds=(0, 1, 2))
     rows = ex.descent_time_sweep(cfg, metrics=trends.row_metrics)
     assert {r["d"] for r in rows} == {2}
     checks = trends.check_trends(rows, cfg)

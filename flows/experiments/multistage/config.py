@@ -57,9 +57,9 @@ class Config:
     atol: float = 1e-9
     beta: float = 0.1
     delta_prime: float = 0.2
-    sweep_m: tuple[int, ...] = (250, 1000, 4000)
+    sweep_m: tuple[int, ...] = (250, 500, 1000, 2000, 4000)
     sweep_alpha: tuple[float, ...] = (0.75, 1.0, 1.25)
-    sweep_seeds: tuple[int, ...] = (0, 1)
+    sweep_seeds: tuple[int, ...] = (0, 1, 2)
     sweep_n: int = 100
     sweep_d: int = 2
     slope_tol: float = 0.15
