@@ -11,6 +11,7 @@ import numbers
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -754,13 +755,15 @@ def simulate(
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
     if global_error:
-        args = dict(t1=t1, t0=t0, solver=solver, rtol=rtol, atol=atol, error_norm=error_norm,
-                    ts=ts, n_save=n_save, save_params=save_params, observables=observables,
-                    clock=clock, max_steps=max_steps, dt0=dt0, count_evals=count_evals,
-                    stop=stop)  # fmt: skip
-        plain = simulate(problem, **args, progress=progress, throw=throw)
+        same: dict[str, Any] = {
+            "t1": t1, "t0": t0, "solver": solver, "rtol": rtol, "atol": atol,
+            "error_norm": error_norm, "ts": ts, "n_save": n_save, "save_params": save_params,
+            "observables": observables, "clock": clock, "max_steps": max_steps, "dt0": dt0,
+            "count_evals": count_evals, "stop": stop,
+        }  # fmt: skip
+        plain = simulate(problem, **same, progress=progress, throw=throw)
         f = GLOBAL_ERROR_FACTOR
-        tight = args | {"rtol": rtol / f, "atol": atol / f}
+        tight: dict[str, Any] = {**same, "rtol": rtol / f, "atol": atol / f}
         return with_global_error(plain, lambda: simulate(problem, **tight), f)
     problem = check_problem(problem)
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)

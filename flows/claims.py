@@ -424,24 +424,24 @@ def power_law_fit(x: Sequence[float], y: np.ndarray, level: float = 0.95) -> dic
     interval `ci` (Student t on the slope's standard error), and `n` points used."""
     from scipy import stats
 
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if y.ndim == 1:
-        y = y[:, None]
-    xx = np.repeat(np.log(x), y.shape[1])
-    yy = y.reshape(-1)
+    xs = np.asarray(x, dtype=float)
+    ys = np.asarray(y, dtype=float)
+    if ys.ndim == 1:
+        ys = ys[:, None]
+    xx = np.repeat(np.log(xs), ys.shape[1])
+    yy = ys.reshape(-1)
     ok = np.isfinite(yy) & (yy > 0)
     xx, yy = xx[ok], np.log(yy[ok])
     n = len(xx)
     if n < 3 or np.ptp(xx) == 0:
         return {"p": math.nan, "ci": (math.nan, math.nan), "n": n}
-    fit = stats.linregress(xx, yy)
-    t = stats.t.ppf(0.5 + level / 2, n - 2)
-    return {
-        "p": float(fit.slope),
-        "ci": (fit.slope - t * fit.stderr, fit.slope + t * fit.stderr),
-        "n": n,
-    }
+    dx = xx - xx.mean()
+    sxx = float(dx @ dx)
+    p = float(dx @ (yy - yy.mean())) / sxx
+    resid = yy - yy.mean() - p * dx
+    stderr = math.sqrt(float(resid @ resid) / (n - 2) / sxx)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * stderr
+    return {"p": p, "ci": (p - half, p + half), "n": n}
 
 
 #: A limit claim needs at least this many widths and seeds per width.

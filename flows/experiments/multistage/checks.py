@@ -487,8 +487,10 @@ def check_secondary_K(r: MainRun) -> Check:
     beta, T_d, T_sp, tau = r.cfg.beta, r.st["T_d"], r.st["T_sp"], r.tau
     sel = (tau >= T_d) & (tau <= T_sp)
     kdev = float(np.max(np.abs(r.o["K_hat"][sel] - 1.0)))
+    claim, source = SECONDARY_CLAIMS[0]
     return Bound(
-        *SECONDARY_CLAIMS[0],
+        claim,
+        source,
         Measured(kdev),
         2 * beta,
         a_priori=(0.0, math.inf),
@@ -508,8 +510,10 @@ def check_secondary_rate(r: MainRun) -> Check:
     rate_d = average_decay_rate(tau, o["loss"], T_p, T_d)
     rate_sp = average_decay_rate(tau, o["loss"], T_d, T_sp)
     ratio = rate_sp / rate_d
+    claim, source = SECONDARY_CLAIMS[1]
     return Bound(
-        *SECONDARY_CLAIMS[1],
+        claim,
+        source,
         Measured(ratio),
         lambda tol: tol,
         constants=(tolerance(0.05),),
