@@ -487,3 +487,23 @@ def test_every_experiment_declares_its_report(name):
     for key, ref in exp.references.items():
         assert key and (ref.statement or ref.section)
         assert not ref.figure or ref.figure in exp.files, ref.figure
+
+
+def test_report_shows_what_the_claim_kit_decided():
+    """Per claim: its kind, margin and error bar, critical constants and hypotheses; the
+    summary counts every verdict kind that occurs."""
+    import math
+
+    from flows.claims import Bound, Constant, Hypothesis, Measured
+
+    c_const = Constant("C", 10.0, (0.0, math.inf))
+    vac = Bound("W₂ ≤ C·b", "p Cor 1", Measured(0.3, 1e-6), lambda C: C * 8.9,
+                constants=(c_const,), a_priori=(0.0, 2.0)).judge()  # fmt: skip
+    out = Bound("q ≤ 1", "p Thm 2", Measured(0.3), 1.0,
+                hypotheses=(Hypothesis("α > 1/2", False, "α = 0.4"),)).judge()  # fmt: skip
+    page = experiment_report(name="toy", title="Toy", checks=[vac, out])
+    text = assert_self_contained(page).visible
+    assert "vacuous for C ≥ 0.225" in text and "critical constants" in text
+    assert "numerical error ±1e-06" in text and "upper bound" in text
+    assert "α > 1/2: NOT met (α = 0.4)" in text
+    assert "outside hypothesis" in text and "vacuous" in text
