@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import flows
+from flows._checks import VERDICTS
 from flows.experiments import bias_plateau as bp
 from flows.experiments import bias_plateau as ex
 from flows.experiments.bias_plateau.data import (
@@ -318,7 +319,13 @@ def test_experiment_run_writes_outputs(tmp_path):
     report = ex.run(TINY, tmp_path, progress=False)
     names = {p.name for p in report.files}
     assert {"results.json", "trajectory.nc", "four_class.png", "interpolation.png"} <= names
-    assert all(c.verdict in ("holds", "fails", "not applicable") for c in report.checks)
+    assert all(c.verdict in VERDICTS for c in report.checks)
+    # a theorem row outside its hypothesis names it (Theorem 1's literal interval)
+    assert all(
+        "outside the hypothesis" in c.reason
+        for c in report.checks
+        if c.verdict == "outside hypothesis"
+    )
     import xarray as xr
 
     with xr.open_dataset(tmp_path / ex.NAME / "trajectory.nc") as ds:
