@@ -503,31 +503,19 @@ class Limit:
             "literal_sd": sd,
             "limit": self.limit,
         }
+
+        def not_applicable(why: str) -> Check:
+            shape = f"{len(widths)} widths × {v.shape[1]} seeds"
+            return Check(self.claim, self.source, pred, shape, NOT_APPLICABLE, reason=why,
+                         values=base, kind="limit", hypotheses=tuple(hyps))  # fmt: skip
+
         if len(widths) < MIN_WIDTHS or v.shape[1] < MIN_SEEDS:
-            return Check(
-                self.claim,
-                self.source,
-                pred,
-                f"{len(widths)} widths × {v.shape[1]} seeds",
-                NOT_APPLICABLE,
-                reason=f"a limit claim needs ≥ {MIN_WIDTHS} widths × ≥ {MIN_SEEDS} "
-                "seeds for a rate with a confidence interval",
-                values=base,
-                kind="limit",
-                hypotheses=tuple(hyps),
+            return not_applicable(
+                f"a limit claim needs ≥ {MIN_WIDTHS} widths × ≥ {MIN_SEEDS} seeds for a rate "
+                "with a confidence interval"
             )
         if not np.all(np.isfinite(dist)):
-            return Check(
-                self.claim,
-                self.source,
-                pred,
-                f"{len(widths)} widths × {v.shape[1]} seeds",
-                NOT_APPLICABLE,
-                reason="a run did not reach the time the quantity is taken at",
-                values=base,
-                kind="limit",
-                hypotheses=tuple(hyps),
-            )
+            return not_applicable("a run did not reach the time the quantity is taken at")
         fit = power_law_fit(widths, dist)
         p, (plo, phi) = fit["p"], fit["ci"]
         within = (
