@@ -37,7 +37,6 @@ def test_estimate_is_within_a_factor_3_of_the_closed_form_error():
     assert 1 / 3 <= ge.max("loss") / true_loss <= 3
     assert ge.companion is not None and ge.companion.config["rtol"] == pytest.approx(1e-6)
     assert traj.config["global_error"]["max"]["loss"] == ge.max("loss")
-    assert ge.cost > 1.0
 
 
 def test_failed_companion_leaves_the_estimate_missing_not_zero():
