@@ -71,11 +71,15 @@ from ._solvers import initial_step as initial_step  # noqa: E402
 from ._solvers import make_solver as make_solver  # noqa: E402
 from ._solvers import pid_controller as pid_controller  # noqa: E402
 from ._solvers import spectral_radius as spectral_radius  # noqa: E402
+from ._stages import average_decay_rate as average_decay_rate  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
 from ._stages import first_crossing as first_crossing  # noqa: E402
 from ._stats import Result as Result  # noqa: E402
 from ._stats import SolveStats as SolveStats  # noqa: E402
 from ._sweep import AbstractSweepSpec as AbstractSweepSpec  # noqa: E402
+from ._sweep import SweepResult as SweepResult  # noqa: E402
+from ._sweep import load_sweep as load_sweep  # noqa: E402
 from ._sweep import sweep as sweep  # noqa: E402
 from ._trajectory import GlobalError as GlobalError  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
+from ._trajectory import versions as versions  # noqa: E402

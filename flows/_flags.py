@@ -33,9 +33,10 @@ _FLOATS = (as_float, as_tolerance)
 
 
 def typed(flag: str, convert: Callable, **kwargs) -> Callable[[str], Any]:
-    """An argparse type: `convert(flag, float/int(text), **kwargs)` (a `flows._validate`
-    function), with its `ConfigError` turned into argparse's error. `parse.domain` records
-    what the value must be, so tests can generate invalid values from the parser."""
+    """An argparse type: `convert(flag, float/int(text), **kwargs)` (one of the `as_*`
+    validators of `flows.plugin`), with its `ConfigError` turned into argparse's error.
+    `parse.domain` records what the value must be, so tests can generate invalid values
+    from the parser."""
 
     def parse(text):
         try:
@@ -58,18 +59,23 @@ def real(flag: str, **kwargs) -> Callable[[str], Any]:
 
 
 def positive(flag: str) -> Callable[[str], Any]:
+    """A finite number > 0."""
     return typed(flag, as_float, positive=True)
 
 
 def count(flag: str, minimum: int = 1) -> Callable[[str], Any]:
+    """An integer ≥ `minimum`."""
     return typed(flag, as_int, minimum=minimum)
 
 
 def seed(flag: str = "--seed") -> Callable[[str], Any]:
+    """A PRNG seed (`as_seed`)."""
     return typed(flag, as_seed)
 
 
 def tolerance(flag: str, example: str) -> Callable[[str], Any]:
+    """A solver tolerance (`as_tolerance`); `example` is the value the error message
+    suggests."""
     return typed(flag, as_tolerance, example=example)
 
 

@@ -179,6 +179,7 @@ def to_float(item, flag: str) -> float:
 
 
 def no_duplicates(values: list, flag: str, name: str) -> tuple:
+    """`values` as a tuple; a `ConfigError` naming `flag` if a grid value repeats."""
     seen = set()
     for v in values:
         if v in seen:
@@ -403,6 +404,7 @@ def point_name_pattern(spec: AbstractSweepSpec) -> re.Pattern:
 
 
 def error_text(exc: BaseException) -> str:
+    """How a failed grid point's error is recorded: 'TypeName: message'."""
     return f"{type(exc).__name__}: {exc}"
 
 

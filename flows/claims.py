@@ -33,6 +33,10 @@ A universal claim ("for every t") is a `Bound` on the worst value over the set, 
 Bad claims raise `flows.ConfigError` naming the claim and the field: a constant with no
 admissible range, a default outside its range, a hypothesis predicate that raises, a
 measured value outside the a-priori range the claim itself states.
+
+A check carries where its claim stands in the paper (`Reference`, filled in from the
+check's `source` by `annotate`) and, for a finite-size claim, the trend it measured
+(`Trend`), which the report draws.
 """
 
 from __future__ import annotations
@@ -57,7 +61,10 @@ from ._checks import (
     VACUOUS,
     VERDICTS,
     Check,
+    Reference,
+    Trend,
     _clean,
+    annotate,
 )
 from ._errors import ConfigError
 
@@ -85,6 +92,9 @@ __all__ = [
     "with_error_bars",
     "MIN_WIDTHS",
     "MIN_SEEDS",
+    "Reference",
+    "Trend",
+    "annotate",
 ]
 
 _INF = math.inf

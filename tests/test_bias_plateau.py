@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows._checks import VERDICTS
+from flows.claims import VERDICTS
 from flows.experiments import bias_plateau as bp
 from flows.experiments import bias_plateau as ex
 from flows.experiments.bias_plateau.data import (

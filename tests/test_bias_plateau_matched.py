@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows._baselines import gradient_descent
+from flows import gradient_descent
 from flows.experiments import bias_plateau as ex
 from flows.experiments.bias_plateau import sweep as bps
 from flows.experiments.bias_plateau.interpolation import (

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from flows import ConfigError
-from flows._checks import VERDICTS, format_table, verdict_counts
+from flows import ConfigError, format_table
+from flows._checks import verdict_counts
 from flows.claims import (
     FAILS,
     HOLDS,
@@ -19,6 +19,7 @@ from flows.claims import (
     UNDECIDED,
     UNDECIDED_SIZE,
     VACUOUS,
+    VERDICTS,
     Bound,
     Constant,
     Existential,

@@ -16,9 +16,8 @@ import argparse
 
 import pytest
 
-from flows import _cli, _sweep
+from flows import ConfigError, _cli, _sweep
 from flows import _flags as fl
-from flows._errors import ConfigError
 from flows.experiments import EXPERIMENTS
 
 

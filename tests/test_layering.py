@@ -4,10 +4,14 @@ resolved):
 - the engine (`flows` outside `flows.experiments`) never imports a paper — only the
   command line, which is generated from the paper registry;
 - `reduced` (pure theory) never imports `flows`;
-- the papers reach into the engine's private modules only through the modules listed in
-  `PAPERS_PRIVATE` — a ratchet: a new private import fails here, and so does a listed
-  module no paper needs any more (shrink the list). Issue 30's public claim kit is what
-  empties it.
+- the papers (`flows.experiments`) import only public names: `flows`, `flows.claims`,
+  `flows.plugin`, `flows.models` and their own package — no `flows._x` module and no
+  `_private` name of the engine, so a paper outside the repository can be written with
+  what the shipped papers use;
+- tests and benchmarks reach into the engine's private modules only where listed in
+  `INTERNALS` (one place; unit tests of solver internals, the command line's `main`, …) —
+  a ratchet both ways: a new private import fails here, and so does a listed module a file
+  no longer imports (shrink the list).
 """
 
 from __future__ import annotations
@@ -19,31 +23,49 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The engine's private modules the papers import today (2026-12-03).
-PAPERS_PRIVATE = frozenset(
-    {
-        "flows._baselines",
-        "flows._batch",
-        "flows._checks",
-        "flows._clocks",
-        "flows._data",
-        "flows._errors",
-        "flows._eta",
-        "flows._flags",
-        "flows._io",
-        "flows._losses",
-        "flows._nonsmooth",
-        "flows._problem",
-        "flows._report",
-        "flows._resources",
-        "flows._simulate",
-        "flows._solvers",
-        "flows._stages",
-        "flows._sweep",
-        "flows._trajectory",
-        "flows._validate",
-    }
-)
+#: The engine's private modules each test or benchmark file imports (2026-12-04). Most
+#: are unit tests of internals (solver tableaux, the Filippov kink tables, the output
+#: folder's ownership rules) or drive the command line in-process (`flows._cli.main`).
+INTERNALS: dict[str, frozenset[str]] = {
+    k: frozenset(v)
+    for k, v in {
+        "tests/conftest.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
+        "tests/test_api_misuse.py": {
+            "flows._baselines",
+            "flows._cli",
+            "flows._problem",
+            "flows._simulate",
+            "flows._trajectory",
+            "flows._validate",
+        },
+        "tests/test_claims.py": {"flows._checks"},
+        "tests/test_cli.py": {"flows._cli"},
+        "tests/test_cli_bad_input.py": {"flows._cli", "flows._flags", "flows._sweep"},
+        "tests/test_cli_environment.py": {"flows._cli"},
+        "tests/test_cli_start.py": {"flows._cli"},
+        "tests/test_compile_cache.py": {
+            "flows._cli",
+            "flows._compile",
+            "flows._simulate",
+            "flows._solvers",
+        },
+        "tests/test_deep_linear.py": {"flows._cli"},
+        "tests/test_error_norm_cli.py": {"flows._cli"},
+        "tests/test_nonsmooth.py": {"flows._kinks"},
+        "tests/test_output_safety.py": {"flows._cli", "flows._io"},
+        "tests/test_reliability.py": {"flows._cli", "flows._io"},
+        "tests/test_report.py": {"flows._checks", "flows._cli", "flows._report"},
+        "tests/test_rkc.py": {"flows._rkc"},
+        "tests/test_solvers_eserk.py": {"flows._eserk"},
+        "tests/test_solvers_robustness.py": {"flows._implicit"},
+        "tests/test_solvers_rock4.py": {"flows._rock", "flows._rock4_table"},
+        "tests/test_solvers_tolerance.py": {"flows._implicit", "flows._rkc", "flows._solvers"},
+        "tests/test_sweep.py": {"flows._batch", "flows._cli", "flows._sweep"},
+        "tests/test_sweep_integrity.py": {"flows._io", "flows._sweep", "flows._trajectory"},
+        "tests/test_sweep_papers.py": {"flows._cli", "flows._sweep"},
+        "tests/test_validation_api.py": {"flows._problem", "flows._validate"},
+    }.items()
+}
 
 
 def _module_name(path: Path) -> str:
@@ -117,22 +139,52 @@ def test_reduced_never_imports_flows(path):
     assert not bad, f"{_module_name(path)} imports {bad}"
 
 
-def _private_used_by_papers() -> dict[str, list[str]]:
-    used: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "flows/experiments").rglob("*.py")):
-        for m in imports(path):
-            parts = m.split(".")
-            if len(parts) >= 2 and parts[0] == "flows" and parts[1].startswith("_"):
-                used.setdefault(".".join(parts[:2]), []).append(_module_name(path))
+def _private(m: str) -> bool:
+    """Whether the imported name `m` is private to the engine: a `flows._x` module, or a
+    `_name` reached in any `flows` module outside the papers."""
+    parts = m.split(".")
+    if parts[0] != "flows" or len(parts) < 2 or parts[1] == "experiments":
+        return False
+    return any(p.startswith("_") for p in parts[1:])
+
+
+@pytest.mark.parametrize(
+    "path", _sources("flows/experiments"), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_papers_import_public_names_only(path):
+    bad = sorted(m for m in imports(path) if _private(m))
+    assert not bad, (
+        f"{_module_name(path)} imports {bad}: a paper uses public names only (`flows`, "
+        "`flows.claims`, `flows.plugin`, `flows.models`); export what it needs there"
+    )
+
+
+def test_the_private_test_flags_what_a_paper_must_not_import():
+    assert _private("flows._checks") and _private("flows._checks.Check")
+    assert _private("flows._flags") and _private("flows.claims._clean")
+    assert not _private("flows.claims.Bound") and not _private("flows.plugin.as_float")
+    assert not _private("flows.experiments.base._default") and not _private("numpy._core")
+
+
+def _internals_used() -> dict[str, frozenset[str]]:
+    used = {}
+    for path in [*_sources("tests"), *_sources("benchmarks")]:
+        mods = {".".join(m.split(".")[:2]) for m in imports(path) if _private(m)}
+        mods = {m for m in mods if m.split(".")[1].startswith("_")}
+        if mods:
+            used[str(path.relative_to(ROOT))] = frozenset(mods)
     return used
 
 
-def test_papers_use_no_new_private_engine_module():
-    used = _private_used_by_papers()
-    new = {m: sorted(set(v)) for m, v in used.items() if m not in PAPERS_PRIVATE}
-    assert not new, f"papers import private engine modules not in PAPERS_PRIVATE: {new}"
+def test_tests_and_benchmarks_reach_internals_only_where_listed():
+    used = _internals_used()
+    new = {f: sorted(m - INTERNALS.get(f, frozenset())) for f, m in used.items()}
+    new = {f: m for f, m in new.items() if m}
+    assert not new, f"private engine modules imported but not listed in INTERNALS: {new}"
 
 
-def test_the_private_list_shrinks_when_a_paper_stops_needing_a_module():
-    unused = sorted(PAPERS_PRIVATE - set(_private_used_by_papers()))
-    assert not unused, f"no paper imports {unused} any more: remove it from PAPERS_PRIVATE"
+def test_the_internals_list_shrinks_when_a_file_stops_needing_a_module():
+    used = _internals_used()
+    stale = {f: sorted(m - used.get(f, frozenset())) for f, m in INTERNALS.items()}
+    stale = {f: m for f, m in stale.items() if m}
+    assert not stale, f"no longer imported: remove from INTERNALS: {stale}"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows._baselines import sgd_to_epsilon
+from flows import sgd_to_epsilon
 from flows.experiments import linear_teacher as lt
 from flows.experiments.linear_teacher.data import (
     antipodal_with_outlier,
@@ -305,7 +305,7 @@ def test_nar_margin_and_kink_aware_disagreement():
 
 
 def test_eta_convergence_verdicts():
-    from flows._eta import eta_checked, merge_eta
+    from flows.plugin import eta_checked, merge_eta
 
     same = eta_checked("c", "s", eta=0.2, measure=lambda e: (e < 1, f"{e}", {}), predicted="p")
     assert same.verdict == "holds" and "η = 0.05" in same.measured

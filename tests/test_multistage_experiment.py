@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows._checks import FAILS, HOLDS, NOT_APPLICABLE, OUTSIDE_HYPOTHESIS, VACUOUS
+from flows.claims import FAILS, HOLDS, NOT_APPLICABLE, OUTSIDE_HYPOTHESIS, VACUOUS
 from flows.experiments import multistage as ex
 
 TINY = ex.Config(

@@ -9,9 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from flows._checks import FAILS, HOLDS, NOT_APPLICABLE, Check
-from flows._data import assumption_data
-from flows._problem import make_problem
+from flows import Check, assumption_data, make_problem
+from flows.claims import FAILS, HOLDS, NOT_APPLICABLE
 from flows.experiments import multistage as ex
 from flows.experiments.multistage import trends
 from flows.models import TwoLayer

@@ -18,10 +18,8 @@ import pytest
 import xarray as xr
 
 import flows
-from flows import ConfigError, SolverError
-from flows._kinks import PiecewiseLinear, leaky_relu_kinks
-from flows._losses import logistic
-from flows._nonsmooth import simulate_nonsmooth
+from flows import ConfigError, PiecewiseLinear, SolverError, logistic, simulate_nonsmooth
+from flows._kinks import leaky_relu_kinks
 from flows.experiments.linear_teacher.data import antipodal_with_outlier, symmetric_gaussians
 from flows.models.base import AbstractModel
 from flows.models.deep import DeepFCN

@@ -20,22 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows import _cli
-from flows._checks import (
-    FORMATS,
-    Check,
-    Reference,
-    Trend,
-    annotate,
-    display_width,
-    format_checks,
-    format_table,
-    parse_source,
-)
-from flows._io import INDEX_NAME, MANIFEST, REPORT_NAME, OutputDir
-from flows._report import PNG_SIGNATURE, Curve, experiment_report, index_report
+from flows import Check, _cli, format_table
+from flows._checks import FORMATS, display_width, format_checks, parse_source
+from flows._report import PNG_SIGNATURE, index_report
+from flows.claims import Reference, Trend, annotate
 from flows.experiments import EXPERIMENTS
 from flows.experiments.base import Report, write_report
+from flows.plugin import INDEX_NAME, MANIFEST, REPORT_NAME, Curve, OutputDir, experiment_report
 
 # ---------------------------------------------------------------------------------------
 # Fixtures: checks of every kind, and a fake run that writes real outputs

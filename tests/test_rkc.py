@@ -14,7 +14,8 @@ import pytest
 import scipy.linalg as sl
 from jax.flatten_util import ravel_pytree
 
-from flows._rkc import RKC2, RKCState, rkc_eval_counts, rkc_stability_bound
+from flows import RKC2, rkc_eval_counts
+from flows._rkc import RKCState, rkc_stability_bound
 
 
 def _spd(d, eigs, seed):

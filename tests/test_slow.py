@@ -2,7 +2,7 @@
 
 import pytest
 
-from flows._checks import FAILS
+from flows.claims import FAILS
 from flows.experiments import multistage
 
 

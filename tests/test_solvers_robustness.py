@@ -54,7 +54,7 @@ def test_stabilized_and_implicit_first_steps_measure_no_spectral_radius():
     2 first-step evaluations. Their first step is the one the rule gives without a cap."""
     import diffrax
 
-    from flows._solvers import initial_step, make_solver
+    from flows import initial_step, make_solver
 
     prob = _quartic_problem()
     th0 = prob.theta0

@@ -324,8 +324,7 @@ def test_error_norm_setting_default_unchanged_and_recorded():
     import numpy as np
 
     import flows
-    from flows._errors import ConfigError
-    from flows._solvers import make_solver, pid_controller
+    from flows import ConfigError, make_solver, pid_controller
     from flows.models import TwoLayer
 
     jax.config.update("jax_enable_x64", True)

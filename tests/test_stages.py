@@ -5,8 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from flows import detect_stages_from_loss, first_crossing
-from flows._stages import average_decay_rate
+from flows import average_decay_rate, detect_stages_from_loss, first_crossing
 
 
 def _sig(z):

@@ -16,17 +16,7 @@ import pytest
 
 import flows
 from flows import _problem
-from flows._validate import (
-    MAX_SEED,
-    as_bool,
-    as_choice,
-    as_float,
-    as_int,
-    as_key,
-    as_real_array,
-    as_seed,
-    as_tolerance,
-)
+from flows._validate import MAX_SEED, as_key
 from flows.experiments import linear_teacher as lt
 from flows.experiments.bias_plateau import data as _classification_data
 from flows.experiments.bias_plateau.data import (
@@ -36,6 +26,7 @@ from flows.experiments.bias_plateau.data import (
 )
 from flows.experiments.linear_teacher import data as _separable_data
 from flows.models import DeepFCN, Homogeneous, LeakyReLUNet, TwoLayer
+from flows.plugin import as_bool, as_choice, as_float, as_int, as_real_array, as_seed, as_tolerance
 
 ConfigError = flows.ConfigError
 

@@ -9,16 +9,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
-from .._checks import Check, Reference, Trend, annotate
-from .._errors import ConfigError
-from .._flags import Flag
-from .._io import INDEX_NAME as INDEX_NAME
-from .._io import MANIFEST as MANIFEST
-from .._io import REPORT_NAME as REPORT_NAME
-from .._io import OutputDir as OutputDir
-from .._io import add_owned_file
-from .._io import check_output_path as check_output_path
-from .._trajectory import Trajectory, versions
+from flows import Check, ConfigError, Trajectory, versions
+from flows.claims import Reference, Trend, annotate
+from flows.plugin import INDEX_NAME as INDEX_NAME
+from flows.plugin import MANIFEST as MANIFEST
+from flows.plugin import REPORT_NAME as REPORT_NAME
+from flows.plugin import Flag, add_owned_file
+from flows.plugin import OutputDir as OutputDir
+from flows.plugin import check_output_path as check_output_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,8 +176,7 @@ def _read_results(folder: Path) -> dict:
 def _loss_curves(folder: Path, names) -> list:
     """The loss curve of every trajectory file in `folder` (those that cannot be read are
     left out: the report shows what there is)."""
-    from .._io import hdf5_hazard
-    from .._report import Curve
+    from flows.plugin import Curve, hdf5_hazard
 
     curves = []
     for n in sorted(names):
@@ -218,7 +215,7 @@ def write_report(
     **Returns:** the report's path. **Raises:** `ConfigError` if a `report.html` the
     toolkit did not write is in the way.
     """
-    from .._report import experiment_report
+    from flows.plugin import experiment_report
 
     folder = Path(out) / exp.name
     names = [p.name for p in report.files] or [n for n in exp.files if (folder / n).exists()]

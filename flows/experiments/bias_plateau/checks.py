@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
-from flows.claims import OUTSIDE_HYPOTHESIS
+from flows import Check
+from flows.claims import OUTSIDE_HYPOTHESIS, Trend
 from reduced import bias_plateau as rbp
 from reduced import interpolation as rint
 
-from ..._checks import Check, Trend
 from .config import ALPHA1_C, SOURCE, Config
 from .data import balance_reason
 from .interpolation import interpolate, plateau

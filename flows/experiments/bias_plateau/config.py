@@ -7,9 +7,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..._errors import ConfigError
-from ..._solvers import SOLVERS
-from ...models.deep import DEEP_ACTIVATIONS
+from flows import SOLVERS, ConfigError
+from flows.models.deep import DEEP_ACTIVATIONS
 
 __all__ = ["NAME", "FILES", "SOURCE", "ALPHA1_C", "Config", "default_config"]
 

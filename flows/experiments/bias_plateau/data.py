@@ -17,10 +17,8 @@ from typing import TYPE_CHECKING, cast
 import jax.numpy as jnp
 import numpy as np
 
-from ..._data import Dataset
-from ..._errors import ConfigError
-from ..._losses import check_labels, cross_entropy
-from ..._validate import as_choice, as_float, as_int, as_seed
+from flows import ConfigError, Dataset, cross_entropy
+from flows.plugin import as_choice, as_float, as_int, as_seed, check_labels
 
 if TYPE_CHECKING:
     from sklearn.utils import Bunch

@@ -32,14 +32,11 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ... import _flags as fl
-from ..._checks import Check, Reference, Trend
-from ..._errors import ConfigError
-from ..._eta import ETA_FACTOR, merge_eta
-from ..._flags import Flag
-from ..._sweep import grid_type
-from ..._validate import as_int
-from ...models.deep import DEEP_ACTIVATIONS
+from flows import Check, ConfigError, plugin
+from flows.claims import Reference, Trend
+from flows.models.deep import DEEP_ACTIVATIONS
+from flows.plugin import ETA_FACTOR, Flag, as_int, grid_type, merge_eta
+
 from ..base import (
     AbstractExperiment,
     OutputDir,
@@ -275,10 +272,12 @@ class BiasPlateauExperiment(AbstractExperiment):
     files = FILES
     references = REFERENCES
     simulate_flags = (
-        Flag("k", "classes (default 4)", fl.count("--k", 2)),
-        Flag("r", "homogeneity degree r (default 4)", fl.count("--r")),
-        Flag("delta", "init scale δ in (0, 1) (default 0.1)", fl.real("--delta", positive=True)),
-        Flag("seed", "PRNG seed (default 0)", fl.seed()),
+        Flag("k", "classes (default 4)", plugin.count("--k", 2)),
+        Flag("r", "homogeneity degree r (default 4)", plugin.count("--r")),
+        Flag(
+            "delta", "init scale δ in (0, 1) (default 0.1)", plugin.real("--delta", positive=True)
+        ),
+        Flag("seed", "PRNG seed (default 0)", plugin.seed()),
         Flag(
             "net",
             "'homogeneous' (the r-homogeneous example, default) or 'deep-relu' (a deep ReLU "
@@ -288,7 +287,7 @@ class BiasPlateauExperiment(AbstractExperiment):
         Flag(
             "depth",
             f"deep-relu: weight matrices r, 2 to {MAX_DEPTH} (default 4)",
-            fl.typed(
+            plugin.typed(
                 "--depth",
                 as_int,
                 minimum=2,
@@ -297,8 +296,8 @@ class BiasPlateauExperiment(AbstractExperiment):
                 "deep-relu to integrate; every layer adds a weight matrix and compile time.",
             ),
         ),
-        Flag("width", "deep-relu: hidden width (default 16)", fl.count("--width")),
-        Flag("t1", "deep-relu: final time (default 10)", fl.positive("--t1")),
+        Flag("width", "deep-relu: hidden width (default 16)", plugin.count("--width")),
+        Flag("t1", "deep-relu: final time (default 10)", plugin.positive("--t1")),
         Flag(
             "data",
             "deep-relu: 'synthetic' (§4 data, default) or 'digits'",
@@ -347,10 +346,10 @@ class BiasPlateauExperiment(AbstractExperiment):
         Flag(
             "lr",
             "learning rate (default 0.05)",
-            fl.positive("--lr"),
+            plugin.positive("--lr"),
             methods=("gd",),
         ),
-        *fl.tolerance_flags("1e-6", "1e-9", methods=("flow",)),
+        *plugin.tolerance_flags("1e-6", "1e-9", methods=("flow",)),
         Flag(
             "init_scale",
             "how --delta is read: 'output' (default; the output scale, each layer × δ^(1/r), "
@@ -361,17 +360,19 @@ class BiasPlateauExperiment(AbstractExperiment):
             "stop_ce",
             "stop each run at matched loss: the first time its mean cross-entropy is ≤ CE "
             "with zero training error (--t1 is then the horizon; default: no stop)",
-            fl.positive("--stop-ce"),
+            plugin.positive("--stop-ce"),
         ),
-        Flag("t1", "training time T (default 300)", fl.positive("--t1")),
-        Flag("k", "classes, at most 16 (default 4)", fl.count("--k", 2)),
-        Flag("width", "hidden width (default 16)", fl.count("--width")),
-        Flag("n_per_class", "samples per class (default 10)", fl.count("--n-per-class")),
-        Flag("n_alpha", "interpolation points α on [0, 1] (default 50)", fl.count("--n-alpha", 2)),
+        Flag("t1", "training time T (default 300)", plugin.positive("--t1")),
+        Flag("k", "classes, at most 16 (default 4)", plugin.count("--k", 2)),
+        Flag("width", "hidden width (default 16)", plugin.count("--width")),
+        Flag("n_per_class", "samples per class (default 10)", plugin.count("--n-per-class")),
+        Flag(
+            "n_alpha", "interpolation points α on [0, 1] (default 50)", plugin.count("--n-alpha", 2)
+        ),
         Flag(
             "plateau_tol",
             "error plateau: error ≥ 1 − 1/k − tol (default 0.02)",
-            fl.real("--plateau-tol", nonnegative=True),
+            plugin.real("--plateau-tol", nonnegative=True),
         ),
     )
 

@@ -15,8 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..._errors import ConfigError
-from ..._losses import cross_entropy
+from flows import ConfigError, cross_entropy
 
 __all__ = [
     "InterpolationCurve",

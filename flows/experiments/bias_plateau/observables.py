@@ -16,7 +16,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from ..._losses import cross_entropy
+from flows import cross_entropy
 
 __all__ = ["classification_observables", "homogeneous_observables", "top_gap", "matched_loss"]
 

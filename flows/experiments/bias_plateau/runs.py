@@ -10,21 +10,24 @@ import math
 
 import numpy as np
 
+from flows import (
+    Check,
+    ConfigError,
+    Dataset,
+    SolverError,
+    Trajectory,
+    first_crossing,
+    gradient_descent,
+    make_problem,
+    simulate,
+    simulate_nonsmooth,
+)
+from flows.models.deep import DeepFCN
+from flows.models.homogeneous import Homogeneous
+from flows.plugin import ETA_FACTOR, merge_eta
 from reduced import bias_plateau as rbp
 from reduced.bias_plateau import reduced_trajectory
 
-from ..._baselines import gradient_descent
-from ..._checks import Check
-from ..._data import Dataset
-from ..._errors import ConfigError, SolverError
-from ..._eta import ETA_FACTOR, merge_eta
-from ..._nonsmooth import simulate_nonsmooth
-from ..._problem import make_problem
-from ..._simulate import simulate
-from ..._stages import first_crossing
-from ..._trajectory import Trajectory
-from ...models.deep import DeepFCN
-from ...models.homogeneous import Homogeneous
 from .checks import (
     check_learning_order,
     check_measured_plateau,

@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from ..._checks import Check
-from ..._trajectory import Trajectory
+from flows import Check, Trajectory
+
 from .observables import Theory, crossing_times, mode_strengths
 
 __all__ = [

@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..._errors import ConfigError
-from ..._solvers import SOLVERS
-from ..._validate import as_choice, as_float, as_int, as_seed, as_tolerance
+from flows import SOLVERS, ConfigError
+from flows.plugin import as_choice, as_float, as_int, as_seed, as_tolerance
 
 __all__ = ["Config", "default_config", "geometric_spectrum"]
 

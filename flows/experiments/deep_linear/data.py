@@ -7,10 +7,8 @@ import dataclasses
 
 import numpy as np
 
+from flows import ConfigError, Dataset, from_arrays
 from reduced import deep_linear as dl
-
-from ..._data import Dataset, from_arrays
-from ..._errors import ConfigError
 
 __all__ = ["teacher_data"]
 

@@ -19,16 +19,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import _flags as fl
-from ..._checks import Check, Reference, Trend
-from ..._data import Dataset
-from ..._errors import ConfigError
-from ..._flags import Flag
-from ..._losses import squared_error
-from ..._problem import make_problem
-from ..._resources import check_memory
-from ..._simulate import SOLVERS, simulate
-from ..._trajectory import Trajectory
+from flows import (
+    SOLVERS,
+    Check,
+    ConfigError,
+    Dataset,
+    Trajectory,
+    make_problem,
+    plugin,
+    simulate,
+    squared_error,
+)
+from flows.claims import Reference, Trend
+from flows.plugin import Flag, check_memory
+
 from ..base import (
     REPORT_NAME,
     AbstractExperiment,
@@ -273,30 +277,32 @@ class DeepLinearExperiment(AbstractExperiment):
     files = FILES
     references = REFERENCES
     simulate_flags = (
-        Flag("d_in", "input dimension (default 6)", fl.count("--d-in")),
-        Flag("h", "hidden width (default 6)", fl.count("--h")),
-        Flag("d_out", "output dimension (default 4)", fl.count("--d-out")),
-        Flag("n", "number of samples, > d_in (default 200)", fl.count("--n", 2)),
+        Flag("d_in", "input dimension (default 6)", plugin.count("--d-in")),
+        Flag("h", "hidden width (default 6)", plugin.count("--h")),
+        Flag("d_out", "output dimension (default 4)", plugin.count("--d-out")),
+        Flag("n", "number of samples, > d_in (default 200)", plugin.count("--n", 2)),
         Flag(
             "s_max",
             "largest teacher singular value (default 3); the min(d_in, d_out) values are "
             "geometric from --s-max down to --s-min",
-            fl.positive("--s-max"),
+            plugin.positive("--s-max"),
         ),
-        Flag("s_min", "smallest teacher singular value (default 0.5)", fl.positive("--s-min")),
-        Flag("noise", "output noise std, ≥ 0 (default 0.1)", fl.real("--noise", nonnegative=True)),
-        Flag("u0", "initial mode strength (default 1e-3)", fl.positive("--u0")),
+        Flag("s_min", "smallest teacher singular value (default 0.5)", plugin.positive("--s-min")),
+        Flag(
+            "noise", "output noise std, ≥ 0 (default 0.1)", plugin.real("--noise", nonnegative=True)
+        ),
+        Flag("u0", "initial mode strength (default 1e-3)", plugin.positive("--u0")),
         Flag(
             "init",
             "balanced (aligned, default) or random (i.i.d. N(0, 2·u0/h))",
             choices=INITS,
         ),
-        Flag("t1", "final time (default 14)", fl.positive("--t1")),
-        Flag("seed", "seed of data and random init (default 0)", fl.seed()),
+        Flag("t1", "final time (default 14)", plugin.positive("--t1")),
+        Flag("seed", "seed of data and random init (default 0)", plugin.seed()),
         Flag("solver", "ODE solver (default tsit5)", choices=("auto", *sorted(SOLVERS))),
-        *fl.tolerance_flags("1e-8", "1e-12"),
-        Flag("n_save", "save times (default 401)", fl.count("--n-save", 2)),
-        Flag("max_steps", "solver step budget (default 200000)", fl.count("--max-steps")),
+        *plugin.tolerance_flags("1e-8", "1e-12"),
+        Flag("n_save", "save times (default 401)", plugin.count("--n-save", 2)),
+        Flag("max_steps", "solver step budget (default 200000)", plugin.count("--max-steps")),
         Flag(
             "save_params", "θ saved at: all (default), ends, none", choices=("all", "ends", "none")
         ),

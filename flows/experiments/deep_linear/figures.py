@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._trajectory import Trajectory
+from flows import Trajectory
+
 from ..base import new_figure
 from .observables import Theory, mode_strengths
 

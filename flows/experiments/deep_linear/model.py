@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ...models.base import AbstractModel, float_field, int_field
+from flows.models.base import AbstractModel, float_field, int_field
 
 __all__ = ["TwoLayerLinear"]
 

@@ -14,9 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from flows import Dataset
 from reduced import deep_linear as dl
-
-from ..._data import Dataset
 
 __all__ = ["Theory", "deep_linear_observables", "crossing_times", "mode_strengths"]
 

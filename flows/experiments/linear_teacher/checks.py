@@ -8,12 +8,11 @@ import math
 
 import numpy as np
 
-from flows.claims import Existential
+from flows import Check, Trajectory
+from flows.claims import NOT_APPLICABLE, Existential, Trend
+from flows.plugin import eta_checked
 from reduced import max_margin as mm
 
-from ..._checks import NOT_APPLICABLE, Check, Trend
-from ..._eta import eta_checked
-from ..._trajectory import Trajectory
 from .config import RELU_EXAMPLE, SOURCE, Config
 from .observables import LOG2
 from .runs import property_test, theorem51_violations

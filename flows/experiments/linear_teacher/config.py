@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..._errors import ConfigError
+from flows import ConfigError
 
 NAME = "linear-teacher"
 #: The files `run` writes into `out/NAME/` (nothing else there is touched).

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from ..._data import Dataset, from_arrays
-from ..._errors import ConfigError
-from ..._losses import check_sign_labels
-from ..._validate import as_bool, as_float, as_int, as_real_array, as_seed
+from flows import ConfigError, Dataset, from_arrays
+from flows.plugin import as_bool, as_float, as_int, as_real_array, as_seed, check_sign_labels
 
 if TYPE_CHECKING:
     from sklearn.utils import Bunch

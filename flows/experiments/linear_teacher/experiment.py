@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import _flags as fl
-from ..._checks import Reference
-from ..._flags import Flag
-from ..._sweep import grid_type
+from flows import plugin
+from flows.claims import Reference
+from flows.plugin import Flag, grid_type
+
 from ..base import AbstractExperiment, OutputDir, Report, Simulated, write_results_json
 from . import outlier_search as osearch
 from .checks import (
@@ -367,11 +367,13 @@ class LinearTeacherExperiment(AbstractExperiment):
     files = FILES
     references = REFERENCES
     simulate_flags = (
-        Flag("k", "neurons per type (default 10)", fl.count("--k")),
-        Flag("init", f"init scale in (0, {MAX_INIT:g}] (default 1e-4)", fl.positive("--init")),
-        Flag("slope", "leaky slope α in [0, 1) (default 0.1)", fl.real("--slope", lo=0.0, hi=1.0)),
-        Flag("seed", "PRNG seed (default 0)", fl.seed()),
-        Flag("t1", "final time (default 1e8; outlier data 1e5)", fl.positive("--t1")),
+        Flag("k", "neurons per type (default 10)", plugin.count("--k")),
+        Flag("init", f"init scale in (0, {MAX_INIT:g}] (default 1e-4)", plugin.positive("--init")),
+        Flag(
+            "slope", "leaky slope α in [0, 1) (default 0.1)", plugin.real("--slope", lo=0.0, hi=1.0)
+        ),
+        Flag("seed", "PRNG seed (default 0)", plugin.seed()),
+        Flag("t1", "final time (default 1e8; outlier data 1e5)", plugin.positive("--t1")),
         Flag(
             "data",
             "'gaussians' (symmetric Gaussians, default) or 'outlier' (App. J: antipodal "
@@ -402,15 +404,17 @@ class LinearTeacherExperiment(AbstractExperiment):
             grid_type("--seeds", f"{__package__}.sweep:parse_prng_seeds"),
             default="0",
         ),
-        Flag("k", "neurons per type (default 10)", fl.count("--k")),
-        Flag("v", "output weight v (default 1)", fl.positive("--v")),
-        Flag("n", "data points, even (default 100)", fl.count("--n", 4)),
-        Flag("mean", "class mean m·e₁ (default 3)", fl.positive("--mean")),
-        Flag("t1", "final time, > 1 (default 1e8)", fl.real("--t1", lo=1.0)),
-        Flag("n_save", "log-spaced save times (default 61)", fl.count("--n-save", 3)),
-        *fl.tolerance_flags("1e-6", "1e-9"),
+        Flag("k", "neurons per type (default 10)", plugin.count("--k")),
+        Flag("v", "output weight v (default 1)", plugin.positive("--v")),
+        Flag("n", "data points, even (default 100)", plugin.count("--n", 4)),
+        Flag("mean", "class mean m·e₁ (default 3)", plugin.positive("--mean")),
+        Flag("t1", "final time, > 1 (default 1e8)", plugin.real("--t1", lo=1.0)),
+        Flag("n_save", "log-spaced save times (default 61)", plugin.count("--n-save", 3)),
+        *plugin.tolerance_flags("1e-6", "1e-9"),
         Flag(
-            "beta", "β of the NAR/PAR tests, ≥ 0 (default 0)", fl.real("--beta", nonnegative=True)
+            "beta",
+            "β of the NAR/PAR tests, ≥ 0 (default 0)",
+            plugin.real("--beta", nonnegative=True),
         ),
     )
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._trajectory import Trajectory
+from flows import Trajectory
+
 from ..base import new_figure
 from .config import Config
 from .runs import network_np

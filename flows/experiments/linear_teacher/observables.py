@@ -14,9 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from flows import ConfigError
 from reduced.linear_teacher import smoothed_margin
-
-from ..._errors import ConfigError
 
 __all__ = ["teacher_observables", "clustering", "linear_region_outside", "LOG2"]
 

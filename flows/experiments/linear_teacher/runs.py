@@ -9,17 +9,20 @@ import math
 
 import numpy as np
 
+from flows import (
+    ConfigError,
+    Trajectory,
+    gradient_descent,
+    log_save_times,
+    logistic,
+    make_problem,
+    sgd_to_epsilon,
+    simulate,
+    simulate_nonsmooth,
+)
+from flows.models.leaky import LeakyReLUNet
 from reduced import max_margin as mm
 
-from ..._baselines import gradient_descent, sgd_to_epsilon
-from ..._clocks import log_save_times
-from ..._errors import ConfigError
-from ..._losses import logistic
-from ..._nonsmooth import simulate_nonsmooth
-from ..._problem import make_problem
-from ..._simulate import simulate
-from ..._trajectory import Trajectory
-from ...models.leaky import LeakyReLUNet
 from .config import MAX_INIT, NAME, Config
 from .data import SeparableData, antipodal_with_outlier, digits_pair, symmetric_gaussians
 from .observables import teacher_observables

@@ -33,21 +33,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._errors import ConfigError
-from ..._io import write_atomic
-from ..._sweep import (
-    AbstractSweepSpec,
+from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep, write_atomic
+from flows import sweep as run_sweep
+from flows.plugin import (
     Axis,
-    SweepResult,
+    as_float,
+    as_int,
+    as_tolerance,
     error_text,
     grid_items,
-    load_sweep,
     no_duplicates,
     parse_prng_seeds,
     to_float,
 )
-from ..._sweep import sweep as run_sweep
-from ..._validate import as_float, as_int, as_tolerance
+
 from ..base import new_figure
 from .config import MAX_INIT, NAME, Config
 from .data import symmetric_gaussians

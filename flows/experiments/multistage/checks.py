@@ -14,15 +14,13 @@ import math
 
 import numpy as np
 
+from flows import Check, Trajectory, average_decay_rate, first_crossing
 from flows.claims import MIN_SEEDS as LIMIT_MIN_SEEDS
 from flows.claims import MIN_WIDTHS as LIMIT_MIN_WIDTHS
 from flows.claims import OUTSIDE_HYPOTHESIS, Bound, Constant, Limit, Measured, Near
+from flows.models import TwoLayer
 from reduced import multistage as ms
 
-from ..._checks import Check
-from ..._stages import average_decay_rate, first_crossing
-from ..._trajectory import Trajectory
-from ...models import TwoLayer
 from .config import GTRSIM_C, LESSSIM_C, SOURCE, Config
 from .data import Units
 from .runs import stage_times

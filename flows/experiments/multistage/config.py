@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..._errors import ConfigError
-from ..._solvers import SOLVERS
+from flows import SOLVERS, ConfigError
 
 __all__ = [
     "NAME",

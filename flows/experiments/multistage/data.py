@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from flows import DataMoments, Dataset, assumption_data, paper_data
 from reduced import multistage as ms
 
-from ..._data import DataMoments, Dataset, assumption_data, paper_data
 from .config import Config
 
 __all__ = ["make_data", "Units", "save_times"]

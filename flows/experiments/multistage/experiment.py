@@ -23,18 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from flows.claims import with_error_bars
+from flows import SOLVERS, TARGETS, Check, gradient_descent, make_problem, plugin, simulate
+from flows.claims import Reference, Trend, with_error_bars
+from flows.models import TwoLayer
+from flows.plugin import ERROR_NORMS, Flag, check_memory, two_layer_bytes
 
-from ... import _flags as fl
-from ..._baselines import gradient_descent
-from ..._checks import Check, Reference, Trend
-from ..._data import TARGETS
-from ..._flags import Flag
-from ..._problem import make_problem
-from ..._resources import check_memory, two_layer_bytes
-from ..._simulate import simulate
-from ..._solvers import ERROR_NORMS, SOLVERS
-from ...models import TwoLayer
 from ..base import (
     AbstractExperiment,
     OutputDir,
@@ -358,20 +351,20 @@ class MultistageExperiment(AbstractExperiment):
     files = FILES
     references = REFERENCES
     simulate_flags = (
-        Flag("m", "width (default 1000)", fl.count("--m")),
-        Flag("alpha", "init exponent α (default 1)", fl.real("--alpha")),
+        Flag("m", "width (default 1000)", plugin.count("--m")),
+        Flag("alpha", "init exponent α (default 1)", plugin.real("--alpha")),
         Flag("target", "target function (default f1)", choices=tuple(sorted(TARGETS))),
         Flag("data", "data set (default paper)", choices=("paper", "assumption")),
-        Flag("n", "number of data points (default 1000)", fl.count("--n", 2)),
-        Flag("t1", "final time (default 20)", fl.positive("--t1")),
-        Flag("seed", "PRNG seed (default 0)", fl.seed()),
+        Flag("n", "number of data points (default 1000)", plugin.count("--n", 2)),
+        Flag("t1", "final time (default 20)", plugin.positive("--t1")),
+        Flag("seed", "PRNG seed (default 0)", plugin.seed()),
         Flag(
             "solver",
             "ODE solver (default tsit5; auto: rkc or tsit5 by rtol)",
             choices=_solver_names(),
             methods=("flow",),
         ),
-        *fl.tolerance_flags("1e-6", "1e-9", methods=("flow",)),
+        *plugin.tolerance_flags("1e-6", "1e-9", methods=("flow",)),
         Flag(
             "error_norm",
             "norm of the scaled local error the step size controls: rms (default) or max "
@@ -379,11 +372,11 @@ class MultistageExperiment(AbstractExperiment):
             choices=ERROR_NORMS,
             methods=("flow",),
         ),
-        Flag("n_save", "save times (default 401)", fl.count("--n-save", 2)),
+        Flag("n_save", "save times (default 401)", plugin.count("--n-save", 2)),
         Flag(
             "max_steps",
             "solver step budget (default 200000)",
-            fl.count("--max-steps"),
+            plugin.count("--max-steps"),
             methods=("flow",),
         ),
         Flag(
@@ -398,7 +391,7 @@ class MultistageExperiment(AbstractExperiment):
         Flag(
             "lr",
             "learning rate (default 1e-3)",
-            fl.positive("--lr"),
+            plugin.positive("--lr"),
             methods=("gd",),
         ),
         Flag("progress", "print a progress meter", action="store_true", methods=("flow",)),
@@ -411,7 +404,7 @@ class MultistageExperiment(AbstractExperiment):
             "target", "target function (default f1)", choices=tuple(sorted(TARGETS)), default="f1"
         ),
         Flag("data", "data set (default paper)", choices=("paper", "assumption"), default="paper"),
-        Flag("n", "number of data points (default 1000)", fl.count("--n", 2), default=1000),
+        Flag("n", "number of data points (default 1000)", plugin.count("--n", 2), default=1000),
         Flag(
             "solver",
             "ODE solver, e.g. tsit5 (default) or rkc",
@@ -430,7 +423,7 @@ class MultistageExperiment(AbstractExperiment):
             choices=("float64", "float32"),
             default="float64",
         ),
-        *fl.tolerance_flags("1e-6", "1e-9", defaults=True),
+        *plugin.tolerance_flags("1e-6", "1e-9", defaults=True),
         Flag(
             "error_norm",
             "norm of the scaled local error the step size controls: rms (default) or max "
@@ -441,26 +434,28 @@ class MultistageExperiment(AbstractExperiment):
         Flag(
             "beta",
             "T_d threshold β in (0, 1) (default 0.1)",
-            fl.real("--beta", lo=0.0, hi=1.0),
+            plugin.real("--beta", lo=0.0, hi=1.0),
             default=0.1,
         ),
-        Flag("n_save", "save times per run (default 401)", fl.count("--n-save", 2), default=401),
+        Flag(
+            "n_save", "save times per run (default 401)", plugin.count("--n-save", 2), default=401
+        ),
         Flag(
             "margin",
             "horizon τ₁ = (2α−1)/2·ln m + margin, in the theorems' time (default 8)",
-            fl.real("--margin", nonnegative=True),
+            plugin.real("--margin", nonnegative=True),
             default=8.0,
         ),
         Flag(
             "max_steps",
             "step budget per run (default 200000)",
-            fl.count("--max-steps"),
+            plugin.count("--max-steps"),
             default=200_000,
         ),
         Flag(
             "batch_size",
             "most runs per vmapped batch (default 8)",
-            fl.count("--batch-size"),
+            plugin.count("--batch-size"),
             default=8,
         ),
     )
@@ -481,7 +476,7 @@ class MultistageExperiment(AbstractExperiment):
             "n_save": 401, "max_steps": 200_000, "save_params": "ends", "method": "flow",
             "lr": 1e-3, "progress": False,
         } | {k: v for k, v in options.items() if v is not None}  # fmt: skip
-        fl.refuse_inapplicable(self.simulate_flags, options)
+        plugin.refuse_inapplicable(self.simulate_flags, options)
         cfg = Config(
             m=o["m"], alpha=o["alpha"], target=o["target"], data=o["data"], n=o["n"],
             seed=o["seed"], t1=o["t1"], solver=o["solver"], rtol=o["rtol"], atol=o["atol"],

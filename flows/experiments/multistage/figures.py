@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from flows import Trajectory
 from reduced import multistage as ms
 
-from ..._trajectory import Trajectory
 from ..base import new_figure
 from .config import Config
 from .data import Units

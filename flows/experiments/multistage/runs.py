@@ -8,14 +8,19 @@ import math
 import time
 from collections.abc import Callable
 
+from flows import (
+    Dataset,
+    Trajectory,
+    assumption_data,
+    detect_stages_from_loss,
+    first_crossing,
+    make_problem,
+    moments,
+    simulate,
+)
+from flows.models import TwoLayer
 from reduced import multistage as ms
 
-from ..._data import Dataset, assumption_data, moments
-from ..._problem import make_problem
-from ..._simulate import simulate
-from ..._stages import detect_stages_from_loss, first_crossing
-from ..._trajectory import Trajectory
-from ...models import TwoLayer
 from .config import NAME, Config
 from .data import Units, make_data, save_times
 from .observables import multistage_observables

@@ -36,29 +36,35 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from reduced import multistage as ms
-
-from ..._data import TARGETS, assumption_data, moments, paper_data
-from ..._errors import ConfigError
-from ..._io import write_atomic
-from ..._problem import make_problem
-from ..._resources import check_memory, two_layer_bytes
-from ..._sweep import (
+from flows import (
+    TARGETS,
     AbstractSweepSpec,
-    Axis,
+    ConfigError,
     SweepResult,
+    assumption_data,
+    load_sweep,
+    make_problem,
+    moments,
+    paper_data,
+    write_atomic,
+)
+from flows import sweep as run_sweep
+from flows.models import TwoLayer
+from flows.plugin import (
+    Axis,
+    check_memory,
     combine_records,
     error_text,
     grid_items,
     grid_points,
-    load_sweep,
     no_duplicates,
     parse_seeds,
     to_float,
     to_int,
+    two_layer_bytes,
 )
-from ..._sweep import sweep as run_sweep
-from ...models import TwoLayer
+from reduced import multistage as ms
+
 from ..base import new_figure
 from .config import NAME
 from .data import Units
@@ -134,7 +140,8 @@ class SweepConfig:
     error_norm: str = "rms"
 
     def __post_init__(self):
-        from ..._solvers import SOLVERS, check_error_norm
+        from flows import SOLVERS
+        from flows.plugin import check_error_norm
 
         if self.experiment != NAME:
             raise ConfigError(
@@ -168,7 +175,7 @@ class SweepConfig:
         check_error_norm(self.error_norm)
 
     def to_dict(self) -> dict:
-        from ..._solvers import SOLVER_METHODS
+        from flows.plugin import SOLVER_METHODS
 
         d = dataclasses.asdict(self)
         for k in ("rtol", "atol", "beta", "margin"):
@@ -353,7 +360,7 @@ def run_points(config: dict, specs: Sequence[tuple[int, float, int]], pad_to: in
     be built, whose solve fails, or whose analysis raises is recorded as failed with its
     error; the others are unaffected.
     """
-    from ..._batch import simulate_batch
+    from flows import simulate_batch
 
     cfg = SweepConfig.from_dict(config)
     _, units = _data_and_units(cfg.target, cfg.data, cfg.n)
@@ -561,7 +568,7 @@ def _not_reached(records) -> list:
 
 def _check_grid(cfg: SweepConfig, grid: list[tuple], batch_size: int) -> None:
     """Refuse, before anything is written, what every point (or the machine) would fail."""
-    from ..._solvers import IMPLICIT_SOLVERS, MAX_IMPLICIT_PARAMS
+    from flows import IMPLICIT_SOLVERS, MAX_IMPLICIT_PARAMS
 
     widest = max(p[0] for p in grid)
     if cfg.solver in IMPLICIT_SOLVERS and 2 * widest > MAX_IMPLICIT_PARAMS:
@@ -605,7 +612,7 @@ def _check_points_buildable(cfg: SweepConfig, grid) -> None:
     settings go through the check `simulate` makes (e.g. an rtol that float32 cannot
     meet). A manifest written for such a sweep would lock the folder against the corrected
     command."""
-    from ..._solvers import resolve_solver_name
+    from flows.plugin import resolve_solver_name
 
     m, alpha, seed = min(grid, key=lambda p: p[0])
     problem = _make_point_problem(cfg, m, alpha, seed)

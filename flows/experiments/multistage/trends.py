@@ -22,12 +22,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from flows.claims import Bound, Limit, Measured
+from flows import Check, Trajectory, first_crossing
+from flows.claims import Bound, Limit, Measured, Trend
 from reduced import multistage as ms
 
-from ..._checks import Check, Trend
-from ..._stages import first_crossing
-from ..._trajectory import Trajectory
 from .checks import (
     MainRun,
     check_logistic,
