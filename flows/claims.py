@@ -89,6 +89,9 @@ __all__ = [
     "Limit",
     "Existential",
     "power_law_fit",
+    "richardson",
+    "agrees",
+    "ORDER_SLACK",
     "with_error_bars",
     "MIN_WIDTHS",
     "MIN_SEEDS",
@@ -452,6 +455,130 @@ def power_law_fit(x: Sequence[float], y: np.ndarray, level: float = 0.95) -> dic
     stderr = math.sqrt(float(resid @ resid) / (n - 2) / sxx)
     half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * stderr
     return {"p": p, "ci": (p - half, p + half), "n": n}
+
+
+#: How far the observed order of an η-refinement may stray from the method's order before
+#: `richardson` calls the measurements pre-asymptotic (and widens the error bar to their
+#: whole spread).
+ORDER_SLACK = 0.3
+
+
+def richardson(values: Sequence[float], etas: Sequence[float], order: int = 1) -> Measured:
+    """The η → 0 value of a quantity measured with a step size η, and its error bar.
+
+    `values[i]` is the quantity at `etas[i]`; at least 3 step sizes, each the previous one
+    divided by the same ratio r > 1 (e.g. η, η/2, η/4). A method of `order` p (gradient
+    descent: 1, as an approximation of the flow) has q(η) = q(0) + c·η^p + O(η^(p+1)), so
+    each neighbouring pair gives the extrapolant R = (r^p·q(η/r) − q(η))/(r^p − 1).
+
+    **Returns:** `Measured` with the last extrapolant as the value and, as the error, the
+    change between the last two extrapolants (their own error is O(η^(p+1)); the change
+    over-estimates it by about r^(p+1) − 1). The observed order log(|Δq₁|/|Δq₂|)/log r is
+    compared with p: off by more than `ORDER_SLACK` (or undefined, as when the measurements
+    stop changing) the measurements are pre-asymptotic, and the error bar is widened to
+    the spread of every measurement and extrapolant. `how` says which, with the observed
+    order.
+    """
+    q = np.asarray(values, dtype=float)
+    h = np.asarray(etas, dtype=float)
+    if q.ndim != 1 or q.shape != h.shape or len(q) < 3:
+        raise ConfigError(
+            f"richardson: `values` and `etas` must be two sequences of the same length ≥ 3 "
+            f"(got {q.shape} and {h.shape}); measure at η, η/2, η/4 at least"
+        )
+    if not (np.all(np.isfinite(h)) and np.all(h > 0)):
+        raise ConfigError(f"richardson: `etas` must be positive and finite; got {list(h)}")
+    ratios = h[:-1] / h[1:]
+    r = float(ratios[0])
+    if not (r > 1 and np.allclose(ratios, r, rtol=1e-9)):
+        raise ConfigError(
+            f"richardson: `etas` must decrease by one ratio r > 1 (e.g. η, η/2, η/4); got {list(h)}"
+        )
+    etas_text = ", ".join(f"{e:.3g}" for e in h)
+    if not np.all(np.isfinite(q)):
+        return Measured(
+            math.nan, math.nan, f"Richardson over η = {etas_text}: a value is not finite"
+        )
+    rp = r**order
+    ext = (rp * q[1:] - q[:-1]) / (rp - 1)
+    d1, d2 = abs(q[-3] - q[-2]), abs(q[-2] - q[-1])
+    observed = math.log(d1 / d2) / math.log(r) if d1 > 0 and d2 > 0 else math.nan
+    same_sign = (q[-3] - q[-2]) * (q[-2] - q[-1]) > 0
+    value = float(ext[-1])
+    base = f"Richardson (order {order}) over η = {etas_text}"
+    if same_sign and math.isfinite(observed) and abs(observed - order) <= ORDER_SLACK:
+        err = abs(float(ext[-1] - ext[-2]))
+        return Measured(value, err, f"{base}: observed order {observed:.2f}")
+    spread = np.concatenate([q, ext])
+    err = float(spread.max() - spread.min())
+    obs = f"observed order {observed:.2f}" if math.isfinite(observed) else "no observed order"
+    return Measured(
+        value, err, f"{base}: pre-asymptotic ({obs}, expected {order}); error = the spread"
+    )
+
+
+def agrees(
+    claim: str,
+    source: str,
+    measured: Measured,
+    reference: Measured,
+    *,
+    predicted: str = "",
+    reason: str = "",
+    values: dict | None = None,
+) -> Check:
+    """'`measured` and `reference` are two estimates of one number' (e.g. gradient
+    descent's η → 0 extrapolation and the exact flow), judged against their error bars.
+
+    **holds** when |measured − reference| ≤ the combined error bar (the two errors added;
+    a reference without an error bar counts as exact, which the reason says), **fails**
+    when the difference exceeds it, **vacuous** when the bar is at least |reference| (any
+    estimate of the right sign would have agreed), **not applicable** when `measured`
+    carries no error bar. `margin` is the bar minus the difference."""
+    if not measured.has_error:
+        return Check.not_applicable(
+            claim, source, "the measurement carries no error bar to judge agreement by"
+        )
+    err = measured.error + (reference.error if reference.has_error else 0.0)
+    diff = abs(measured.value - reference.value)
+    margin = err - diff
+    if not math.isfinite(diff):
+        verdict = NOT_APPLICABLE
+    elif err >= abs(reference.value):
+        verdict = VACUOUS
+    else:
+        verdict = HOLDS if diff <= err else FAILS
+    notes = [
+        f"error bar: {measured.how}" if measured.how else "",
+        (f"reference: {reference.how}" if reference.how else "")
+        if reference.has_error
+        else "the reference's error is not estimated (taken as exact)",
+        "the error bar is as wide as the quantity: nothing could have disagreed"
+        if verdict == VACUOUS
+        else "",
+        reason,
+    ]
+    return Check(
+        claim=claim,
+        source=source,
+        predicted=predicted or f"{reference.text(4)} within the combined error bar ±{err:.2g}",
+        measured=f"{measured.text(4)} (off by {diff:.2g})",
+        verdict=verdict,
+        reason="; ".join(n for n in notes if n),
+        values=_clean(
+            {
+                "measured": measured.value,
+                "error": measured.error,
+                "reference": reference.value,
+                "reference_error": reference.error,
+                "difference": diff,
+            }
+            | (values or {})
+        ),
+        kind="equality",
+        margin=margin,
+        error=err,
+    )
 
 
 #: A limit claim needs at least this many widths and seeds per width.

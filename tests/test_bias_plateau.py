@@ -350,6 +350,12 @@ def test_deep_relu_net_runs_by_exact_flow_beside_gd(monkeypatch):
     assert len(row) == 1 and row[0].verdict in ("holds", "fails"), row[0]
     assert len(exact) == 1 and exact[0].traj.stats.certificate["ok"]
     assert exact[0].traj.times[-1] == pytest.approx(cfg.deep_t1)
+    # GD at η, η/2, η/4 extrapolated to η → 0 (Richardson) against the exact flow's L(T):
+    # a verdict with an error bar, and the extrapolation at least as close as GD at η/4
+    (lim,) = [c for c in checks if c.claim == ex.runs.GD_LIMIT_CLAIM]
+    assert lim.verdict in ("holds", "fails", "vacuous") and math.isfinite(lim.error), lim
+    gd_end = lim.values["gd_losses"][-1]
+    assert lim.values["difference"] <= abs(gd_end - lim.values["reference"]) * 1.01, lim
     relu = [r for r in runs if r.method == "gd" and "relu" in r.label][0]
     short = dataclasses.replace(cfg, deep_t1=10.0)
 
@@ -380,3 +386,5 @@ def test_deep_relu_net_runs_by_exact_flow_beside_gd(monkeypatch):
     _, checks_na = ex.deep_runs(cfg, progress=False)
     row_na = [c for c in checks_na if "exact ReLU flow" in c.claim]
     assert row_na[0].verdict == "not applicable" and "stopped at t = 12.5" in row_na[0].reason
+    (lim_na,) = [c for c in checks_na if c.claim == ex.runs.GD_LIMIT_CLAIM]
+    assert lim_na.verdict == "not applicable" and "stopped at t = 12.5" in lim_na.reason

@@ -27,7 +27,9 @@ from flows.claims import (
     Limit,
     Measured,
     Near,
+    agrees,
     power_law_fit,
+    richardson,
 )
 
 C = Constant("C", 10.0, (0.0, math.inf))
@@ -168,3 +170,63 @@ def test_table_and_counts_show_every_verdict_kind():
     assert "critical: holds for C ≥ 0.0337; vacuous for C ≥ 0.225" in text
     with pytest.raises(ValueError, match="verdict must be one of"):
         type(checks[0])("c", "s", "p", "m", "probably")
+
+
+def _gd_on_a_quadratic(eta: float, lam: float = 1.3, T: float = 2.0) -> float:
+    """θ(T) of gradient descent on L = λθ²/2 from θ = 1: (1 − ηλ)^(T/η), in closed form."""
+    return (1.0 - eta * lam) ** (T / eta)
+
+
+@pytest.mark.parametrize("eta", [0.1, 0.02, 0.004])
+def test_richardson_recovers_the_flow_and_its_error_bar_covers_the_truth(eta):
+    exact = math.exp(-1.3 * 2.0)  # the flow's θ(T)
+    etas = [eta, eta / 2, eta / 4]
+    m = richardson([_gd_on_a_quadratic(e) for e in etas], etas)
+    assert "observed order" in m.how and "pre-asymptotic" not in m.how
+    plain = abs(_gd_on_a_quadratic(etas[-1]) - exact)
+    assert abs(m.value - exact) <= m.error  # the bar covers the true error …
+    assert m.error < plain / 3  # … and the extrapolation beats the finest GD run
+    # second order: with a fourth step size the value improves like η²
+    m4 = richardson([_gd_on_a_quadratic(e) for e in [*etas, eta / 8]], [*etas, eta / 8])
+    assert abs(m4.value - exact) <= m4.error < m.error
+
+
+def test_richardson_flags_measurements_outside_the_asymptotic_regime():
+    etas = [0.1, 0.05, 0.025]
+    # an O(√η) error: the observed order is 0.5, not GD's 1
+    m = richardson([1.0 + math.sqrt(e) for e in etas], etas)
+    assert "pre-asymptotic" in m.how and "0.50" in m.how
+    assert abs(m.value - 1.0) <= m.error  # the widened bar still covers the limit
+    # measurements that no longer change: order undefined, error bar 0 (their spread)
+    flat = richardson([0.5, 0.5, 0.5], etas)
+    assert flat.value == 0.5 and flat.error == 0.0 and "pre-asymptotic" in flat.how
+    # oscillating differences (sign change) are not in the asymptotic regime either
+    assert "pre-asymptotic" in richardson([1.0, 1.1, 1.05], etas).how
+
+
+@pytest.mark.parametrize(
+    "values, etas, field",
+    [
+        ([1.0, 1.0], [0.1, 0.05], "length"),
+        ([1.0, 1.0, 1.0], [0.1, 0.05, 0.01], "ratio"),
+        ([1.0, 1.0, 1.0], [0.1, 0.2, 0.4], "ratio"),
+        ([1.0, 1.0, 1.0], [0.1, -0.05, 0.025], "positive"),
+    ],
+)
+def test_richardson_refuses_what_it_cannot_extrapolate(values, etas, field):
+    with pytest.raises(ConfigError, match=field):
+        richardson(values, etas)
+
+
+def test_agrees_judges_two_estimates_against_their_error_bars():
+    ref = Measured(1.0)
+    ok = agrees("a = b", "toy", Measured(1.02, 0.03), ref)
+    bad = agrees("a = b", "toy", Measured(1.05, 0.03), ref)
+    both = agrees("a = b", "toy", Measured(1.05, 0.03), Measured(1.0, 0.03))
+    wide = agrees("a = b", "toy", Measured(0.5, 2.0), ref)
+    bare = agrees("a = b", "toy", Measured(1.0), ref)
+    assert (ok.verdict, bad.verdict, both.verdict) == (HOLDS, FAILS, HOLDS)
+    assert ok.margin == pytest.approx(0.01) and bad.margin == pytest.approx(-0.02)
+    assert "taken as exact" in ok.reason and both.error == pytest.approx(0.06)
+    assert wide.verdict == VACUOUS  # a bar as wide as the quantity could not disagree
+    assert bare.verdict == NOT_APPLICABLE

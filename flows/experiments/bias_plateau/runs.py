@@ -22,6 +22,7 @@ from flows import (
     simulate,
     simulate_nonsmooth,
 )
+from flows.claims import Measured, agrees, richardson
 from flows.models.deep import DeepFCN
 from flows.models.homogeneous import Homogeneous
 from flows.plugin import ETA_FACTOR, merge_eta
@@ -325,9 +326,12 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
     )
     gd_check = None
     relu_gd_check = None
+    richardson_check = None
     relu_fine = None
     if cfg.relu_run:
         relu = dataclasses.replace(model, activation="relu")
+        # η, η/2, η/4: the verdicts' η rule compares η with η/4; Richardson uses all three
+        relu_etas = (cfg.gd_lr, cfg.gd_lr / 2, cfg.gd_lr / ETA_FACTOR)
         relu_pair = [
             train_deep(
                 relu,
@@ -339,10 +343,10 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 label=f"synthetic, depth {cfg.deep_depth} relu (GD)",
                 learning_rate=eta,
             )
-            for eta in (cfg.gd_lr, cfg.gd_lr / ETA_FACTOR)
+            for eta in relu_etas
         ]
         runs.append(relu_pair[0])
-        relu_fine = relu_pair[1]
+        relu_fine = relu_pair[-1]
         # the same ReLU net by the exact piecewise-smooth flow: the reference GD stands in for
         claim = (
             f"GD (η = {cfg.gd_lr} and η/{ETA_FACTOR:g}) reproduces the exact ReLU flow's "
@@ -370,10 +374,13 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 f"{cfg.deep_t1:g}: {err.reason}",
                 predicted=predicted,
             )
+            richardson_check = Check.not_applicable(
+                GD_LIMIT_CLAIM, "gradient flow", relu_gd_check.reason
+            )
         else:
             runs.append(exact)
             pe = plateau(exact.curve, tol=cfg.plateau_tol)
-            p_gd = [plateau(r.curve, tol=cfg.plateau_tol).length for r in relu_pair]
+            p_gd = [plateau(r.curve, tol=cfg.plateau_tol).length for r in relu_pair[::2]]
             st = exact.traj.stats
             relu_gd_check = Check.compare(
                 claim,
@@ -382,9 +389,10 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 predicted=predicted,
                 measured=f"exact flow {pe.length:.3g} ({st['events']} switching events, "
                 f"{st['sliding_entries']} sliding entries, {st['vf_evals']} gradients); "
-                f"GD {p_gd[0]:.3g} (η = {cfg.gd_lr}), {p_gd[1]:.3g} (η/{ETA_FACTOR:g})",
-                values={"flow": pe.length, "gd": p_gd[0], "gd_fine": p_gd[1]},
+                f"GD {p_gd[0]:.3g} (η = {cfg.gd_lr}), {p_gd[-1]:.3g} (η/{ETA_FACTOR:g})",
+                values={"flow": pe.length, "gd": p_gd[0], "gd_fine": p_gd[-1]},
             )
+            richardson_check = gd_extrapolation_check(relu_pair, relu_etas, exact)
         # GD against the flow on the identity net: does GD at this η give the same plateau?
         gd = train_deep(model, data, seed=cfg.seed, t1=cfg.deep_t1, method="gd", cfg=cfg)
         pf = plateau(runs[0].curve, tol=cfg.plateau_tol)
@@ -433,7 +441,39 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
         checks.append(gd_check)
     if relu_gd_check is not None:
         checks.append(relu_gd_check)
+    if richardson_check is not None:
+        checks.append(richardson_check)
     return runs, checks
+
+
+def gd_extrapolation_check(gd_runs: list[DeepRun], etas, exact: DeepRun) -> Check:
+    """The η → 0 limit of GD is the exact flow: the training loss at T by GD at η, η/2,
+    η/4, extrapolated to η → 0 (`flows.claims.richardson`, GD's order 1), agrees with the
+    exact piecewise-smooth flow's within the extrapolation's error bar."""
+    T = float(exact.traj.times[-1])
+    for r in gd_runs:
+        if not math.isclose(float(r.traj.times[-1]), T, rel_tol=1e-9):
+            return Check.not_applicable(
+                GD_LIMIT_CLAIM,
+                "gradient flow",
+                f"the GD runs end at t = {float(r.traj.times[-1]):.6g}, the flow at {T:.6g}",
+            )
+    losses = [float(r.traj.loss[-1]) for r in gd_runs]
+    limit = richardson(losses, etas)
+    flow = Measured(float(exact.traj.loss[-1]))
+    gd_text = ", ".join(f"{x:.6g} (η = {e:g})" for x, e in zip(losses, etas, strict=True))
+    return agrees(
+        GD_LIMIT_CLAIM,
+        "gradient flow",
+        limit,
+        flow,
+        reason=f"L(T = {T:g}) by GD: {gd_text}; exact flow {flow.value:.6g}; the plain GD "
+        f"error at η/4 is {abs(losses[-1] - flow.value):.2g}",
+        values={"gd_losses": losses, "etas": list(etas), "T": T},
+    )
+
+
+GD_LIMIT_CLAIM = "GD's η → 0 extrapolation of the ReLU net's loss L(T) is the exact flow's"
 
 
 def _deep_run_checks(run: DeepRun, cfg: Config) -> list[Check]:
