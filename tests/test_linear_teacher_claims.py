@@ -166,6 +166,13 @@ def test_sgd_n_exponent_and_grid():
     assert trend is not None and len(trend.x) == 3
     bad = {c.claim: c for c in check_sgd(_rows(5.0), cfg)}
     assert bad[claim_n].verdict == "fails"
+    # the slack on the exponent is a named constant: where the verdict flips is reported
+    near = {c.claim: c for c in check_sgd(_rows(4.1), cfg)}[claim_n]
+    assert near.verdict == "holds" and near.critical[0].startswith("holds for s ≥")
+    assert float(near.critical[0].split("≥")[1].split()[0]) == pytest.approx(0.1, abs=0.01)
+    # the slope's a-priori range (1 update … the budget per run) makes the row falsifiable
+    lo, hi = (float(v) for v in ok[claim_n].reason.split("[")[1].split("]")[0].split(","))
+    assert lo < 0 and hi > 4.25
     grid = [
         {"updates": 5, "learning_rate": 0.01, "init": 1e-4, "loss_start": 0.69},
         {"updates": None, "learning_rate": 10.0, "init": 10.0, "loss_start": 5.0},
