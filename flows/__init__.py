@@ -60,6 +60,7 @@ from ._rock import ROCK4 as ROCK4  # noqa: E402
 from ._simulate import GLOBAL_ERROR_FACTOR as GLOBAL_ERROR_FACTOR  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
+from ._simulate import stop_when_converged as stop_when_converged  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402
 from ._solvers import FIRST_STEP_STABILITY as FIRST_STEP_STABILITY  # noqa: E402
 from ._solvers import FLOAT32_MIN_RTOL as FLOAT32_MIN_RTOL  # noqa: E402

@@ -63,6 +63,7 @@ __all__ = [
     "StopCondition",
     "simulate",
     "stop_at_loss",
+    "stop_when_converged",
 ]
 
 # `SOLVERS` is re-exported above for callers not yet moved to `flows._solvers` (or the
@@ -91,11 +92,54 @@ class stop_at_loss:  # noqa: N801 (used like a function: `stop=stop_at_loss(1e-3
         return problem.loss(theta) - self.eps
 
 
+@dataclasses.dataclass(frozen=True)
+class stop_when_converged:  # noqa: N801 (used like a function)
+    """Stop condition for `simulate(stop=…)`: end the run when the flow has stopped moving
+    on the scale of log t,
+
+        ln(10) · t · ‖∇L(θ)‖ ≤ atol + rtol · ‖θ‖,
+
+    i.e. θ would move by less than `atol + rtol·‖θ‖` over the next decade of t if the
+    field stayed as it is (dθ/d ln t = −t∇L; ‖·‖ the Euclidean norm over all parameters;
+    t is physical time on every clock). A run that never gets there (a loss with no
+    minimizer, where ‖θ‖ grows like log t) runs to its `t1`, and the trajectory says it
+    was not stopped (`stats.result`). The condition is checked at every step: one
+    gradient more per step. θ's limit is then θ(T) to within about that change; for a
+    scalar observable's limit with an error bar, use `flows.claims.limit_in_time` on
+    log-spaced saves."""
+
+    rtol: float = 1e-6
+    atol: float = 1e-12
+
+    def __post_init__(self):
+        for name in ("rtol", "atol"):
+            v = getattr(self, name)
+            if not (isinstance(v, numbers.Real) and math.isfinite(v) and float(v) >= 0):
+                raise ConfigError(
+                    f"stop_when_converged: `{name}` must be a finite number ≥ 0; got {v!r}."
+                )
+        if self.rtol == 0 and self.atol == 0:
+            raise ConfigError(
+                "stop_when_converged: `rtol` and `atol` are both 0, so the run could never "
+                "stop; give e.g. rtol=1e-6."
+            )
+
+    def __call__(self, problem, theta, t):
+        g = jnp.sqrt(tree_sq_norm(problem.grad(theta)))
+        size = jnp.sqrt(tree_sq_norm(theta))
+        return math.log(10.0) * t * g - (self.atol + self.rtol * size)
+
+
 def describe_stop(stop) -> str:
     if stop is None:
         return "none"
     if isinstance(stop, stop_at_loss):
         return f"loss <= {stop.eps}"
+    if isinstance(stop, stop_when_converged):
+        return (
+            f"converged: ln(10)·t·‖∇L‖ <= {stop.atol:g} + {stop.rtol:g}·‖θ‖ "
+            "(change per decade of t)"
+        )
     return getattr(stop, "__name__", repr(stop))
 
 

@@ -91,6 +91,7 @@ __all__ = [
     "power_law_fit",
     "richardson",
     "agrees",
+    "limit_in_time",
     "ORDER_SLACK",
     "with_error_bars",
     "MIN_WIDTHS",
@@ -514,6 +515,68 @@ def richardson(values: Sequence[float], etas: Sequence[float], order: int = 1) -
     obs = f"observed order {observed:.2f}" if math.isfinite(observed) else "no observed order"
     return Measured(
         value, err, f"{base}: pre-asymptotic ({obs}, expected {order}); error = the spread"
+    )
+
+
+def limit_in_time(
+    times: Sequence[float], values: Sequence[float], numerical_error: float = 0.0
+) -> Measured:
+    """The t → ∞ limit of an observable q(t), with an error bar, from its last log-spaced
+    saves (`flows.log_save_times`; e.g. a run ended by `flows.stop_when_converged`).
+
+    For a tail q(t) = q(∞) + c·t^(−p) the differences of three saves t, r·t, r²·t shrink by
+    ρ = r^(−p), and q(∞) = q(r²t) + Δ₂·ρ/(1 − ρ) (Aitken's Δ²; exact for a power-law tail).
+    The error bar is the change of that estimate from the previous three saves, plus
+    `numerical_error` (the solver's error on q at the end, e.g. `traj.global_error.max(…)`:
+    an observable such as w = u⊙u − v⊙v can carry far more than the parameters'). Where
+    the differences do not shrink (ρ ≥ 1) or change sign, q is not converging on these
+    saves: the last value is returned with an infinite error bar, and `how` says so.
+    """
+    t = np.asarray(times, dtype=float)
+    q = np.asarray(values, dtype=float)
+    if t.ndim != 1 or t.shape != q.shape or len(t) < 4:
+        raise ConfigError(
+            "limit_in_time: `times` and `values` must be two sequences of the same length ≥ 4 "
+            f"(got {t.shape} and {q.shape})"
+        )
+    tail_t = t[-4:]
+    ratios = tail_t[1:] / tail_t[:-1] if np.all(tail_t > 0) else np.array([math.nan])
+    if not (np.all(np.isfinite(ratios)) and ratios[0] > 1 and np.allclose(ratios, ratios[0], 1e-6)):
+        raise ConfigError(
+            "limit_in_time: the last 4 save times must be log-spaced (a constant ratio > 1, "
+            f"got {list(tail_t)}); save with flows.log_save_times"
+        )
+    if not np.all(np.isfinite(q[-4:])):
+        return Measured(math.nan, math.nan, "limit in time: a value is not finite")
+    r = float(ratios[0])
+    floor = 10 * np.finfo(float).eps * float(np.max(np.abs(q[-4:])))
+
+    def aitken(a, b, c):
+        d1, d2 = b - a, c - b
+        if d1 == 0 and d2 == 0:
+            return c, 0.0
+        if d1 == 0 or d1 * d2 < 0 or abs(d2) >= abs(d1):
+            return None, math.nan
+        rho = d2 / d1
+        return c + d2 * rho / (1 - rho), rho
+
+    value, rho = aitken(*q[-3:])
+    last = float(q[-1])
+    if value is None:
+        return Measured(
+            last,
+            math.inf,
+            f"limit in time: not converging on the last saves (t ≤ {t[-1]:.3g}: the "
+            "differences do not shrink); run longer",
+        )
+    prev, _ = aitken(*q[-4:-1])
+    err = abs(value - prev) if prev is not None else abs(value - last)
+    err = max(err, floor) + abs(numerical_error)
+    order = f"tail ∝ t^−{-math.log(rho) / math.log(r):.2f}" if rho > 0 else "constant"
+    return Measured(
+        float(value),
+        float(err),
+        f"limit in time (Aitken over saves at t = {t[-3]:.3g}, {t[-2]:.3g}, {t[-1]:.3g}; {order})",
     )
 
 
