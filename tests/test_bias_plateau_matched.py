@@ -202,15 +202,23 @@ def test_trend_verdicts_and_finite_size_trend():
     c = ex.check_trend(up, increasing=True, tol=0.05, claim="c", name="r")
     assert c.verdict == "holds" and c.trend is not None
     assert c.trend.x == (3.0, 4.0, 5.0) and c.trend.y_err == (0.02, 0.03, 0.02)
+    # the tolerance is a constant the toolkit chose: the verdict holds for tol in
+    # [0, change) (no step goes the wrong way; the end-to-end change is 0.15)
+    assert c.critical == ("holds for trend_tol in [0, 0.15); fails outside",)
+    assert ex.check_trend(up, increasing=True, tol=0.16, claim="c", name="r").verdict == "fails"
     # the same data claimed decreasing: resolved the wrong way
     assert ex.check_trend(up, increasing=False, tol=0.05, claim="c", name="r").verdict == "fails"
     # the change within the seed spread: the sign is not resolved
     noisy = [(3, 0.40, 0.10, 6), (6, 0.47, 0.10, 6)]
     c = ex.check_trend(noisy, increasing=True, tol=0.05, claim="c", name="r")
-    assert c.verdict == "not applicable" and "not resolved" in c.reason
+    assert c.verdict == "undecided (finite size)" and "not resolved" in c.reason
     # a step the wrong way by more than tol fails even when the ends are resolved
     zig = [(3, 0.30, 0.01, 6), (4, 0.60, 0.01, 6), (5, 0.45, 0.01, 6), (6, 0.62, 0.01, 6)]
-    assert ex.check_trend(zig, increasing=True, tol=0.05, claim="c", name="r").verdict == "fails"
+    c = ex.check_trend(zig, increasing=True, tol=0.05, claim="c", name="r")
+    assert c.verdict == "fails" and c.critical == (
+        "holds for trend_tol in [0.15, 0.32); fails outside",
+    )
+    assert ex.check_trend(zig, increasing=True, tol=0.2, claim="c", name="r").verdict == "holds"
     # one run at a value: no spread
     few = [(3, 0.4, math.nan, 1), (6, 0.6, 0.01, 5)]
     c = ex.check_trend(few, increasing=True, tol=0.05, claim="c", name="r")

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flows import Check
-from flows.claims import OUTSIDE_HYPOTHESIS, Trend
+from flows.claims import OUTSIDE_HYPOTHESIS, UNDECIDED_SIZE, Trend
 from reduced import bias_plateau as rbp
 from reduced import interpolation as rint
 
@@ -506,9 +506,10 @@ def check_trend(
     Holds when the mean moves the predicted way end to end by more than the seed spread
     (sd at the first x + sd at the last x) and by more than `tol`, and never the wrong way
     by more than `tol` between neighbours; fails when it moves the wrong way beyond the
-    spread, or a step goes the wrong way by more than `tol`; not applicable when fewer
-    than 2 values of x have ≥ 2 runs, or when the end-to-end change lies within the seed
-    spread (the sign is not resolved: more seeds needed)."""
+    spread, or a step goes the wrong way by more than `tol`; `undecided (finite size)` when
+    the end-to-end change lies within the seed spread (the sign is not resolved: more seeds
+    needed); not applicable when fewer than 2 values of x have ≥ 2 runs. Beside the
+    verdict: the range of `tol` (`trend_tol`) over which it holds, or where it flips."""
     if len(stats) < 2:
         return Check.not_applicable(claim, source, f"needs ≥ 2 values of {name}")
     few = [s[0] for s in stats if s[3] < 2]
@@ -552,6 +553,7 @@ def check_trend(
         f"than the seed spread (sd first + sd last) and > {tol:g}; no step the wrong way by "
         f"> {tol:g}"
     )
+    critical = (_trend_tol_critical(change, spread, worst_step),)
     if abs(change) <= spread and worst_step >= -tol:
         return dataclasses.replace(
             Check.not_applicable(
@@ -564,7 +566,11 @@ def check_trend(
                 measured=txt,
                 values=values,
             ),
+            verdict=UNDECIDED_SIZE,
             trend=trend,
+            kind="ordering",
+            margin=abs(change) - spread,
+            critical=critical,
         )
     holds = change > max(spread, tol) and worst_step >= -tol
     return dataclasses.replace(
@@ -577,7 +583,26 @@ def check_trend(
             values=values,
         ),
         trend=trend,
+        kind="ordering",
+        margin=min(change - max(spread, tol), worst_step + tol),
+        critical=critical,
     )
+
+
+def _trend_tol_critical(change: float, spread: float, worst_step: float) -> str:
+    """Where `check_trend`'s verdict flips as its tolerance `trend_tol` (the smallest
+    end-to-end change that counts, and the largest step the wrong way that is forgiven)
+    varies over [0, ∞), the other inputs fixed."""
+    lo = max(0.0, -worst_step)  # below it a step the wrong way fails the trend
+    if change > spread:
+        if lo < change:
+            return f"holds for trend_tol in [{lo:.3g}, {change:.3g}); fails outside"
+        return "fails for every trend_tol (a step goes the wrong way by more than the change)"
+    if change < -spread:
+        return "fails for every trend_tol (the mean moves the wrong way beyond the seed spread)"
+    if lo > 0:
+        return f"fails for trend_tol < {lo:.3g}; undecided (finite size) above"
+    return "undecided (finite size) for every trend_tol"
 
 
 def trend_checks(rows: list[dict], cfg: Config) -> list[Check]:
