@@ -328,11 +328,12 @@ def _notes(c: Check) -> str:
     parts = [c.reason] if c.reason else []
     if c.margin is not None and c.kind != "limit":
         e = c.error
-        parts.append(
-            "numerical error not estimated"
-            if e is None or not math.isfinite(e)
-            else f"margin {c.margin:.2g}, numerical error ±{e:.2g}"
-        )
+        if e is None or not math.isfinite(e):
+            parts.append("numerical error not estimated")
+        elif c.kind == "agreement":  # margin = error bar − difference
+            parts.append(f"difference {e - c.margin:.2g} against the error bar ±{e:.2g}")
+        else:
+            parts.append(f"margin {c.margin:.2g}, numerical error ±{e:.2g}")
     if c.critical:
         parts.append("critical: " + "; ".join(c.critical))
     return "; ".join(parts)

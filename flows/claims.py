@@ -638,7 +638,7 @@ def agrees(
             }
             | (values or {})
         ),
-        kind="equality",
+        kind="agreement",
         margin=margin,
         error=err,
     )

@@ -230,3 +230,5 @@ def test_agrees_judges_two_estimates_against_their_error_bars():
     assert "taken as exact" in ok.reason and both.error == pytest.approx(0.06)
     assert wide.verdict == VACUOUS  # a bar as wide as the quantity could not disagree
     assert bare.verdict == NOT_APPLICABLE
+    # the table reads an agreement as a difference against the bar, not as a margin
+    assert "difference 0.02 against the error bar ±0.03" in format_table([ok])
