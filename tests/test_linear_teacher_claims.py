@@ -141,7 +141,7 @@ def test_choose_geometry_and_search_check():
     assert check_outlier_search(rows, chosen, split, cfg, never).verdict == "not observed"
 
 
-def _rows(exponent_n):
+def _rows(exponent_n, exponent_eps=1.0):
     rows = []
     for n in (20, 40, 80):
         for eps in (0.1, 0.03):
@@ -149,7 +149,7 @@ def _rows(exponent_n):
                 {
                     "n": n,
                     "epsilon": eps,
-                    "updates": int(round(3 * (n / 20) ** exponent_n / eps)),
+                    "updates": int(round(3 * (n / 20) ** exponent_n / eps**exponent_eps)),
                     "separable": True,
                 }
             )
@@ -166,10 +166,14 @@ def test_sgd_n_exponent_and_grid():
     assert trend is not None and len(trend.x) == 3
     bad = {c.claim: c for c in check_sgd(_rows(5.0), cfg)}
     assert bad[claim_n].verdict == "fails"
-    # the slack on the exponent is a named constant: where the verdict flips is reported
-    near = {c.claim: c for c in check_sgd(_rows(4.1), cfg)}[claim_n]
+    # the n⁴ row has no slack: an exponent of 4.1 fails
+    assert {c.claim: c for c in check_sgd(_rows(4.1), cfg)}[claim_n].verdict == "fails"
+    # the 1/ε² row's slack is a named constant: where the verdict flips is reported
+    claim_eps = "updates to ε grow at most like 1/ε² (n = 80)"
+    near = {c.claim: c for c in check_sgd(_rows(1.0, 2.1), cfg)}[claim_eps]
     assert near.verdict == "holds" and near.critical[0].startswith("holds for s ≥")
     assert float(near.critical[0].split("≥")[1].split()[0]) == pytest.approx(0.1, abs=0.01)
+    assert {c.claim: c for c in check_sgd(_rows(1.0, 2.3), cfg)}[claim_eps].verdict == "fails"
     # the slope's a-priori range (1 update … the budget per run) makes the row falsifiable
     lo, hi = (float(v) for v in ok[claim_n].reason.split("[")[1].split("]")[0].split(","))
     assert lo < 0 and hi > 4.25
