@@ -332,7 +332,7 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
         relu = dataclasses.replace(model, activation="relu")
         # η, η/2, η/4: the verdicts' η rule compares η with η/4; Richardson uses all three
         relu_etas = (cfg.gd_lr, cfg.gd_lr / 2, cfg.gd_lr / ETA_FACTOR)
-        relu_pair = [
+        relu_gd = [
             train_deep(
                 relu,
                 data,
@@ -345,8 +345,8 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
             )
             for eta in relu_etas
         ]
-        runs.append(relu_pair[0])
-        relu_fine = relu_pair[-1]
+        runs.append(relu_gd[0])
+        relu_fine = relu_gd[-1]
         # the same ReLU net by the exact piecewise-smooth flow: the reference GD stands in for
         claim = (
             f"GD (η = {cfg.gd_lr} and η/{ETA_FACTOR:g}) reproduces the exact ReLU flow's "
@@ -380,7 +380,7 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
         else:
             runs.append(exact)
             pe = plateau(exact.curve, tol=cfg.plateau_tol)
-            p_gd = [plateau(r.curve, tol=cfg.plateau_tol).length for r in relu_pair[::2]]
+            p_gd = [plateau(r.curve, tol=cfg.plateau_tol).length for r in (relu_gd[0], relu_gd[-1])]
             st = exact.traj.stats
             relu_gd_check = Check.compare(
                 claim,
@@ -392,7 +392,7 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 f"GD {p_gd[0]:.3g} (η = {cfg.gd_lr}), {p_gd[-1]:.3g} (η/{ETA_FACTOR:g})",
                 values={"flow": pe.length, "gd": p_gd[0], "gd_fine": p_gd[-1]},
             )
-            richardson_check = gd_extrapolation_check(relu_pair, relu_etas, exact)
+            richardson_check = gd_extrapolation_check(relu_gd, relu_etas, exact)
         # GD against the flow on the identity net: does GD at this η give the same plateau?
         gd = train_deep(model, data, seed=cfg.seed, t1=cfg.deep_t1, method="gd", cfg=cfg)
         pf = plateau(runs[0].curve, tol=cfg.plateau_tol)
