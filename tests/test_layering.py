@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNALS: dict[str, frozenset[str]] = {
     k: frozenset(v)
     for k, v in {
+        "benchmarks/guard_nonsmooth.py": {"flows._nonsmooth"},
         "tests/conftest.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
         "tests/test_api_misuse.py": {
             "flows._baselines",
@@ -52,6 +53,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_deep_linear.py": {"flows._cli"},
         "tests/test_error_norm_cli.py": {"flows._cli"},
         "tests/test_nonsmooth.py": {"flows._kinks"},
+        "tests/test_nonsmooth_units.py": {"flows._nonsmooth"},
         "tests/test_output_safety.py": {"flows._cli", "flows._io"},
         "tests/test_reliability.py": {"flows._cli", "flows._io"},
         "tests/test_report.py": {"flows._checks", "flows._cli", "flows._report"},
@@ -188,3 +190,21 @@ def test_the_internals_list_shrinks_when_a_file_stops_needing_a_module():
     stale = {f: sorted(m - used.get(f, frozenset())) for f, m in INTERNALS.items()}
     stale = {f: m for f, m in stale.items() if m}
     assert not stale, f"no longer imported: remove from INTERNALS: {stale}"
+
+
+#: The event flow's modules in the order data flows; each imports only earlier ones.
+NONSMOOTH_ORDER = ("_net", "_pattern", "_sliding", "_decision", "_loop", "_api")
+
+
+def test_the_event_flow_package_imports_in_one_direction():
+    pkg = ROOT / "flows" / "_nonsmooth"
+    found = sorted(p.stem for p in pkg.glob("_*.py") if p.name != "__init__.py")
+    assert found == sorted(NONSMOOTH_ORDER), "list the new module in NONSMOOTH_ORDER"
+    for k, name in enumerate(NONSMOOTH_ORDER):
+        inside = {
+            m.split(".")[2]
+            for m in imports(pkg / f"{name}.py")
+            if m.startswith("flows._nonsmooth.")
+        }
+        later = sorted(inside & set(NONSMOOTH_ORDER[k + 1 :]))
+        assert not later, f"flows._nonsmooth.{name} imports the later {later}"
