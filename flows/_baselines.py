@@ -133,21 +133,7 @@ def gradient_descent(
     check_initial_state(problem)
     obs_fn, obs_bytes = check_observables(problem, observables)
     stop = check_stop(problem, stop)
-    steps = t1 / learning_rate
-    if not steps <= MAX_STEPS:  # also an overflow to inf
-        raise ConfigError(
-            f"gradient descent would take t1/η = {steps:.3g} steps (t1 = {t1:g}, η = "
-            f"`learning_rate` = {learning_rate:g}); at most {MAX_STEPS:.0e} are supported. "
-            "Use a larger learning rate or a shorter t1 (or flows.simulate, the flow itself)."
-        )
-    n_steps = int(round(steps))
-    if n_steps < 1:
-        raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")
-    save_steps = np.unique(np.round(np.linspace(0, n_steps, n_save)).astype(np.int64))
-    ts = save_steps * learning_rate
-    pts_idx = {"all": np.arange(len(ts)), "ends": np.array([0, len(ts) - 1]), "none": []}[
-        save_params
-    ]
+    n_steps, save_steps, ts, pts_idx = _gd_schedule(t1, learning_rate, n_save, save_params)
     check_save_memory(problem, len(ts), len(pts_idx), obs_bytes)
     lr = jnp.asarray(learning_rate)
 
@@ -158,17 +144,7 @@ def gradient_descent(
         return _gd_record(carry, t, prob, obs_fn)
 
     carry = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
-    start = time.perf_counter()
-    if stop is None:
-        jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))  # compile outside timing
-    else:
-        g0 = _gd_stop_value(problem, problem.theta0, stop)
-        scarry = (*carry, jnp.asarray(g0, dtype=problem.dtype))
-        jax.block_until_ready(
-            _gd_chunk_stop(scarry, jnp.asarray(0), problem, lr, stop, jnp.asarray(0))
-        )
-    jax.block_until_ready(rec(carry, jnp.asarray(0.0), problem))
-    compile_s = time.perf_counter() - start
+    compile_s, scarry = _gd_compile(chunk, rec, carry, problem, lr, stop)
     start = time.perf_counter()
     records, thetas = [], []
     keep = set(np.asarray(pts_idx, dtype=int).tolist())
@@ -212,21 +188,10 @@ def gradient_descent(
             f"stopped by the stop condition ({describe_stop(stop)}) at t = {stopped_at:.6g} "
             f"(step {n_steps})"
         )
-    nonfinite = ~np.isfinite(loss)
-    if nonfinite.any() or loss[-1] > loss0:
-        i = int(np.argmax(nonfinite)) if nonfinite.any() else int(np.nanargmax(loss))
-        result = Result.diverged
-        reason = (
-            f"diverged: loss {loss0:.4g} → {loss[i]:.4g} at t = {ts[i]:g} (step "
-            f"{int(save_steps[i])}), ending at {loss[-1]:.4g}; η = {learning_rate:g} is too large"
-        )
-        if throw:
-            raise SolverError(
-                f"gradient descent {reason}. Try a smaller learning rate (e.g. η/10).",
-                t_reached=float(ts[i]),
-                reason="diverged",
-            )
-        if nonfinite.any():  # keep the run up to the last finite save
+    diverged = _gd_divergence(loss, loss0, ts, save_steps, learning_rate, throw)
+    if diverged is not None:
+        result, reason, i = Result.diverged, diverged, int(np.argmax(~np.isfinite(loss)))
+        if not np.isfinite(loss).all():  # keep the run up to the last finite save
             obs = {k: v[:i] for k, v in obs.items()}
             keep_p = np.asarray(pts_idx, dtype=int) < i
             params = {k: v[keep_p] for k, v in params.items()}
@@ -267,6 +232,63 @@ def gradient_descent(
         config=config,
         loss0=loss0,
     )
+
+
+def _gd_compile(chunk, rec, carry, problem, lr, stop):
+    """(seconds, the stop's carry or None): GD's programs compiled outside the timing."""
+    start = time.perf_counter()
+    scarry = None
+    if stop is None:
+        jax.block_until_ready(chunk(carry, jnp.asarray(0), problem))
+    else:
+        g0 = _gd_stop_value(problem, problem.theta0, stop)
+        scarry = (*carry, jnp.asarray(g0, dtype=problem.dtype))
+        jax.block_until_ready(
+            _gd_chunk_stop(scarry, jnp.asarray(0), problem, lr, stop, jnp.asarray(0))
+        )
+    jax.block_until_ready(rec(carry, jnp.asarray(0.0), problem))
+    return time.perf_counter() - start, scarry
+
+
+def _gd_schedule(t1: float, learning_rate: float, n_save: int, save_params: str):
+    """(steps, save steps, save times, indices of the saves that keep θ) of a GD run: the
+    save times are whole multiples of η."""
+    steps = t1 / learning_rate
+    if not steps <= MAX_STEPS:  # also an overflow to inf
+        raise ConfigError(
+            f"gradient descent would take t1/η = {steps:.3g} steps (t1 = {t1:g}, η = "
+            f"`learning_rate` = {learning_rate:g}); at most {MAX_STEPS:.0e} are supported. "
+            "Use a larger learning rate or a shorter t1 (or flows.simulate, the flow itself)."
+        )
+    n_steps = int(round(steps))
+    if n_steps < 1:
+        raise ConfigError(f"`t1` = {t1} is shorter than one step of η = {learning_rate}.")
+    save_steps = np.unique(np.round(np.linspace(0, n_steps, n_save)).astype(np.int64))
+    ts = save_steps * learning_rate
+    pts_idx = {"all": np.arange(len(ts)), "ends": np.array([0, len(ts) - 1]), "none": []}[
+        save_params
+    ]
+    return n_steps, save_steps, ts, pts_idx
+
+
+def _gd_divergence(loss, loss0, ts, save_steps, learning_rate, throw) -> str | None:
+    """Why a GD run diverged (its saved loss non-finite, or ending above L(0)), or None;
+    with `throw`, a `SolverError` naming the time instead."""
+    nonfinite = ~np.isfinite(loss)
+    if not (nonfinite.any() or loss[-1] > loss0):
+        return None
+    i = int(np.argmax(nonfinite)) if nonfinite.any() else int(np.nanargmax(loss))
+    reason = (
+        f"diverged: loss {loss0:.4g} → {loss[i]:.4g} at t = {ts[i]:g} (step "
+        f"{int(save_steps[i])}), ending at {loss[-1]:.4g}; η = {learning_rate:g} is too large"
+    )
+    if throw:
+        raise SolverError(
+            f"gradient descent {reason}. Try a smaller learning rate (e.g. η/10).",
+            t_reached=float(ts[i]),
+            reason="diverged",
+        )
+    return reason
 
 
 @dataclasses.dataclass(frozen=True)

@@ -114,6 +114,20 @@ def _tree_norm(tree: PyTree[Array]) -> Array:
     return jnp.sqrt(sum(jnp.sum(jnp.abs(x) ** 2) for x in leaves))
 
 
+def _secant(y0, f0, y1, f1, fdt):
+    """−⟨ΔF, Δy⟩/‖Δy‖²: the Rayleigh quotient of −J along a step's increment (for a
+    symmetric J ≤ ρ); an unstable mode makes Δy its eigenvector, q ≈ |λ| > ρ."""
+    dy = jtu.tree_map(lambda a, b: a - b, y1, y0)
+    df = jtu.tree_map(lambda a, b: a - b, f1, f0)
+    dots = [
+        jnp.sum(a * b).astype(fdt)
+        for a, b in zip(jtu.tree_leaves(df), jtu.tree_leaves(dy), strict=True)
+    ]
+    num = -jnp.sum(jnp.stack(dots))
+    den = (_tree_norm(dy) ** 2).astype(fdt)
+    return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
+
+
 def _tree_scale(tree: PyTree[Array], c: Array) -> PyTree[Array]:
     return jtu.tree_map(lambda x: x * c.astype(x.dtype), tree)
 
@@ -519,20 +533,10 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         err = _tree_scale(err, jnp.where(use, e_cap / jnp.where(use, e, 1.0), 1.0))
         return err, jnp.asarray(reach, fdt)
 
-    def step(self, terms, t0, t1, y0, args, solver_state: RKCState, made_jump):
-        st = solver_state
-        vf_evals = st.vf_evals
-        jvp_evals = st.jvp_evals
+    def _spectral_radius_at(self, terms, t0, y0, args, st: RKCState, jvp_evals):
+        """(ρ, power-iteration vector, Hessian-vector products so far) at (t0, y0): the
+        user's bound, or the stored estimate refreshed every `rho_every` steps."""
         fdt = jnp.result_type(float)
-
-        # FSAL value F(t0, y0) is invalid after a discontinuity in the vector field.
-        f0 = st.f0
-        if made_jump is not False:
-            recompute = eqxi.unvmap_any(made_jump)
-            f0 = jax.lax.cond(recompute, lambda: terms.vf(t0, y0, args), lambda: f0)
-            vf_evals = vf_evals + jnp.asarray(recompute, jnp.int32)
-
-        # Spectral radius at (t0, y0).
         rho, v = st.rho, st.v
         if self.spectral_radius is not None:
             rho = jnp.asarray(self.spectral_radius(t0, y0, args), fdt)
@@ -549,23 +553,29 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             rho = jnp.where(due, self._bound(new_est), st.rho)
             v = _tree_where(due, new_v, v)
             jvp_evals = jvp_evals + jnp.where(due, self.power_iters, 0).astype(jnp.int32)
+        return rho, v, jvp_evals
+
+    def step(self, terms, t0, t1, y0, args, solver_state: RKCState, made_jump):
+        st = solver_state
+        vf_evals = st.vf_evals
+        jvp_evals = st.jvp_evals
+        fdt = jnp.result_type(float)
+
+        # FSAL value F(t0, y0) is invalid after a discontinuity in the vector field.
+        f0 = st.f0
+        if made_jump is not False:
+            recompute = eqxi.unvmap_any(made_jump)
+            f0 = jax.lax.cond(recompute, lambda: terms.vf(t0, y0, args), lambda: f0)
+            vf_evals = vf_evals + jnp.asarray(recompute, jnp.int32)
+
+        rho, v, jvp_evals = self._spectral_radius_at(terms, t0, y0, args, st, jvp_evals)
 
         control = terms.contr(t0, t1)
         h = jnp.abs(jnp.asarray(control, fdt))
         reach = st.nonstiff_reach
 
         def secant(y1, f1):
-            # −⟨ΔF, Δy⟩/‖Δy‖²: the Rayleigh quotient of −J along the step's increment (for
-            # a symmetric J ≤ ρ); an unstable mode makes Δy its eigenvector, q ≈ |λ| > ρ
-            dy = jtu.tree_map(lambda a, b: a - b, y1, y0)
-            df = jtu.tree_map(lambda a, b: a - b, f1, f0)
-            dots = [
-                jnp.sum(a * b).astype(fdt)
-                for a, b in zip(jtu.tree_leaves(df), jtu.tree_leaves(dy), strict=True)
-            ]
-            num = -jnp.sum(jnp.stack(dots))
-            den = (_tree_norm(dy) ** 2).astype(fdt)
-            return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
+            return _secant(y0, f0, y1, f1, fdt)
 
         # First try with the stored ρ; a second one with a fresh estimate when the first
         # is not finite or its secant quotient −⟨ΔF, Δy⟩/‖Δy‖² (≤ ρ along the step for a

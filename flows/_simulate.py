@@ -820,49 +820,56 @@ def simulate(
     check_initial_state(problem)
     observables, obs_bytes = check_observables(problem, observables, t0)
     stop = check_stop(problem, stop, t0)
-    auto = None
-    if isinstance(solver, str) and solver == "auto":
-        auto = measure_stiffness(problem, t0, t1, rtol)
+    is_auto = isinstance(solver, str) and solver == "auto"
+    auto = measure_stiffness(problem, t0, t1, rtol) if is_auto else None
+    rho_span = None if auto is None else auto["rho_span"]
     choice = resolve_solver(
         solver,
         rtol,
         atol,
         problem.n_params,
         problem.dtype,
-        rho_span=None if auto is None else auto["rho_span"],
+        rho_span=rho_span,
         error_norm=error_norm,
     )
     if count_evals not in (True, False, "auto"):
         raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
+    checked = {
+        "t0": t0, "t1": t1, "rtol": rtol, "atol": atol, "ts": ts, "n_save": n_save,
+        "save_params": save_params, "observables": observables, "max_steps": max_steps,
+        "dt0": dt0, "progress": progress, "count_evals": count_evals, "throw": throw,
+        "stop": stop, "error_norm": error_norm, "obs_bytes": obs_bytes,
+    }  # fmt: skip
     if isinstance(clock, LossClock):
-        return _simulate_loss_clock(
-            problem,
-            choice,
-            clock,
-            t0=t0,
-            t1=t1,
-            rtol=rtol,
-            atol=atol,
-            ts=ts,
-            n_save=n_save,
-            save_params=save_params,
-            observables=observables,
-            max_steps=max_steps,
-            dt0=dt0,
-            progress=progress,
-            count_evals=count_evals,
-            throw=throw,
-            stop=stop,
-            error_norm=error_norm,
-            obs_bytes=obs_bytes,
-        )
-    analytic_count = count_evals == "auto" and choice.evals_per_step is not None
-    # RKC2 counts its own evaluations in its state (exact on accepted steps; a callback
-    # would double its wall time on mid-size nets)
-    state_count = count_evals == "auto" and choice.is_rkc
-    callback_count = count_evals is True or (
-        count_evals == "auto" and not (analytic_count or state_count)
-    )
+        return _simulate_loss_clock(problem, choice, clock, **checked)
+    return _simulate_flow(problem, choice, clock, auto=auto, **checked)
+
+
+def _simulate_flow(
+    problem,
+    choice: SolverChoice,
+    clock,
+    *,
+    t0,
+    t1,
+    rtol,
+    atol,
+    ts,
+    n_save,
+    save_params,
+    observables,
+    max_steps,
+    dt0,
+    progress,
+    count_evals,
+    throw,
+    stop,
+    error_norm,
+    obs_bytes,
+    auto,
+) -> Trajectory:
+    """`simulate` on the physical or log clock (arguments validated by `simulate`)."""
+    analytic_count, state_count, callback_count = _eval_counting(count_evals, choice)
     if clock.name == "log" and t0 < 0:
         raise ConfigError(f"the log clock s = ln(1 + t) needs t0 ≥ 0; got t0 = {t0}.")
     ts = save_times(t0, t1, ts, n_save)
@@ -880,7 +887,75 @@ def simulate(
         stop=stop,
         error_norm=error_norm,
     )
-    to_s = clock.from_physical
+    sol, compile_s, wall_s = _run_flow(problem, settings, choice, ts, pts, t0, t1)
+    counting = (analytic_count, state_count, callback_count)
+    stats, ok, stopped, (t_reached, theta_end, obs_end) = _flow_stats(
+        problem, sol, choice, counting, dt0, auto, stop, timings=(compile_s, wall_s)
+    )
+    config = flow_config(
+        problem,
+        choice,
+        clock,
+        rtol=rtol,
+        atol=atol,
+        t0=t0,
+        t1=t1,
+        max_steps=max_steps,
+        dt0=dt0,
+        save_params=save_params,
+        stop=stop,
+        error_norm=error_norm,
+    )
+    if auto is not None:
+        config["solver_auto"] = {**auto, "chosen": choice.name}
+    if not ok and throw:
+        raise SolverError(
+            f"gradient-flow solve stopped at t = {t_reached:.6g} of t1 = {t1}: {stats.reason}. "
+            + advice(stats.result, choice.implicit),
+            t_reached=t_reached,
+            reason=stats.reason,
+        )
+    obs = {k: np.asarray(v) for k, v in sol.ys[0].items()}
+    params = flat_params(sol.ys[2]) if len(pts) else {}
+    if stopped or not ok:
+        # The run ended at t_reached (a stop event, or a failure with throw=False): keep the
+        # saves before it and append the state reached, so nothing past t_reached is reported.
+        keep, pkeep = ts < t_reached, pts < t_reached
+        ts = np.append(ts[keep], t_reached)
+        obs = {k: np.concatenate([v[keep], np.asarray(obs_end[k])[None]]) for k, v in obs.items()}
+        if len(pts):
+            pts = np.append(pts[pkeep], t_reached)
+            end = flat_params(theta_end)
+            params = {k: np.concatenate([v[pkeep], end[k][None]]) for k, v in params.items()}
+    return assemble_trajectory(
+        problem,
+        times=ts,
+        observables=obs,
+        param_times=pts,
+        params=params,
+        stats=stats,
+        config=config,
+        certify_rtol=rtol,
+    )
+
+
+def _eval_counting(count_evals, choice: SolverChoice) -> tuple[bool, bool, bool]:
+    """How `simulate` counts vector-field evaluations: (from the step count, from the
+    solver's own state, by a host callback)."""
+    analytic_count = count_evals == "auto" and choice.evals_per_step is not None
+    # RKC2 counts its own evaluations in its state (exact on accepted steps; a callback
+    # would double its wall time on mid-size nets)
+    state_count = count_evals == "auto" and choice.is_rkc
+    callback_count = count_evals is True or (
+        count_evals == "auto" and not (analytic_count or state_count)
+    )
+    return analytic_count, state_count, callback_count
+
+
+def _run_flow(problem, settings: FlowSettings, choice: SolverChoice, ts, pts, t0, t1):
+    """(diffrax solution, compile s, wall s): the flow's program, compiled once per key
+    (settings without tolerances, solver, structure, shapes) and run."""
+    to_s = settings.clock.from_physical
     args = (
         problem,
         jnp.asarray(to_s(ts)),
@@ -902,9 +977,13 @@ def simulate(
     start = time.perf_counter()
     sol = compiled(static, solver, *args)
     jax.block_until_ready(sol.ys)
-    wall_s = time.perf_counter() - start
+    return sol, compile_s, time.perf_counter() - start
 
-    obs = {k: np.asarray(v) for k, v in sol.ys[0].items()}
+
+def _flow_stats(problem, sol, choice: SolverChoice, counting, dt0, auto, stop, *, timings):
+    """(`SolveStats`, ok, stopped by `stop`, (t reached, θ and observables
+    there)) of a finished flow solve."""
+    analytic_count, state_count, callback_count = counting
     # drop the length-1 save axis of the final-state save
     t_reached, theta_end, obs_end = jax.tree_util.tree_map(lambda v: v[0], sol.ys[1])
     t_reached = float(np.asarray(t_reached))
@@ -956,8 +1035,8 @@ def simulate(
         accepted_steps=int(sol.stats["num_accepted_steps"]),
         rejected_steps=int(sol.stats["num_rejected_steps"]),
         vf_evals=vf_evals,
-        compile_s=compile_s,
-        wall_s=wall_s,
+        compile_s=timings[0],
+        wall_s=timings[1],
         stopped_at=t_reached if stopped else None,
         stop_supported=True,
         vf_evals_counted_by=(
@@ -971,52 +1050,7 @@ def simulate(
         ),
         extra=extra,
     )
-    config = flow_config(
-        problem,
-        choice,
-        clock,
-        rtol=rtol,
-        atol=atol,
-        t0=t0,
-        t1=t1,
-        max_steps=max_steps,
-        dt0=dt0,
-        save_params=save_params,
-        stop=stop,
-        error_norm=error_norm,
-    )
-    if auto is not None:
-        config["solver_auto"] = {**auto, "chosen": choice.name}
-    if not ok and throw:
-        raise SolverError(
-            f"gradient-flow solve stopped at t = {t_reached:.6g} of t1 = {t1}: {reason}. "
-            + advice(result, choice.implicit),
-            t_reached=t_reached,
-            reason=reason,
-        )
-    params = {}
-    if len(pts):
-        params = flat_params(sol.ys[2])
-    if stopped or not ok:
-        # The run ended at t_reached (a stop event, or a failure with throw=False): keep the
-        # saves before it and append the state reached, so nothing past t_reached is reported.
-        keep, pkeep = ts < t_reached, pts < t_reached
-        ts = np.append(ts[keep], t_reached)
-        obs = {k: np.concatenate([v[keep], np.asarray(obs_end[k])[None]]) for k, v in obs.items()}
-        if len(pts):
-            pts = np.append(pts[pkeep], t_reached)
-            end = flat_params(theta_end)
-            params = {k: np.concatenate([v[pkeep], end[k][None]]) for k, v in params.items()}
-    return assemble_trajectory(
-        problem,
-        times=ts,
-        observables=obs,
-        param_times=pts,
-        params=params,
-        stats=stats,
-        config=config,
-        certify_rtol=rtol,
-    )
+    return stats, ok, stopped, (t_reached, theta_end, obs_end)
 
 
 def _simulate_loss_clock(

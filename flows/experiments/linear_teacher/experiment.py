@@ -134,35 +134,8 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         "agreement": agree,
     }
 
-    grid = osearch.predict_grid(cfg)
-    chosen = osearch.choose_geometry(grid)
-    ocfg = cfg
-    flow_summary = None
-    if chosen is not None:
-        ocfg = dataclasses.replace(cfg, outlier=tuple(chosen["outlier"]))
-        # the main runs' observables: with outlier_n + 1 = n this run reuses their compile
-        outlier, odata, flow_summary = osearch.flow_at(
-            cfg, chosen["radius"], chosen["angle_deg"], obs_kwargs, cfg.outlier_t1, obs=obs
-        )
-    else:
-        outlier, odata = run_outlier(cfg, obs_kwargs, obs=obs)
-    say(
-        f"outlier geometry search ({len(grid)} geometries) and exact flow at "
-        f"{tuple(round(c, 3) for c in ocfg.outlier)}: "
-        f"{outlier.stats['sliding_entries']} sliding entries"
-    )
-    whole_run = check_outlier(outlier, odata, cfg.kink_cos)
-    checks.append(
-        check_outlier_search(grid, chosen, flow_summary, cfg, whole_run if chosen else None)
-    )
-    checks.append(whole_run)
-    checks.append(check_theorem61(outlier, odata, cfg, "outlier"))
-    extra["outlier_search"] = {"grid": grid, "chosen": chosen, "flow": flow_summary}
-    if cfg.outlier_gd:
-        checks.append(
-            check_outlier_gd(ocfg, lambda eta: run_outlier_gd(ocfg, obs_kwargs, eta), cfg.kink_cos)
-        )
-        say("outlier by gradient descent at η and η/4 done")
+    c, outlier, odata, ocfg, extra["outlier_search"] = _outlier_checks(cfg, obs_kwargs, obs, say)
+    checks += c
     if cfg.smoothing_check:
         cc = smoothing_crosscheck(cfg, data)
         checks.append(check_smoothing(cc))
@@ -210,28 +183,13 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         plot_outlier(outlier, odata, ocfg, outdir.path("outlier.png"))
         plot_sgd(rows, outdir.path("sgd.png"))
         small.save(outdir.path("trajectory.nc"))
-        extra["runs"] = {
-            k: {
-                "stats": v.stats,
-                "final": {
-                    name: float(np.asarray(v.observables[name])[-1])
-                    for name in (
-                        "loss",
-                        "r_rel",
-                        "frac_outside",
-                        "par_share",
-                        "margin",
-                        "smoothed_margin",
-                        "max_disagree",
-                    )
-                },
-            }
-            for k, v in {
+        extra["runs"] = _final_values(
+            {
                 **runs,
                 "outlier (exact flow)": outlier,
                 **({f"d = {cfg.highdim_d}": high} if high is not None else {}),
-            }.items()
-        }
+            }
+        )
         extra["separability"] = {
             "symmetric": data.separability.to_dict(),
             "outlier": odata.separability.to_dict(),
@@ -246,6 +204,53 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         raise
     say("done")
     return Report(NAME, checks, files, {"par": agree, "sgd": rows})
+
+
+def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
+    """App. J: the outlier geometry search, the exact flow on the chosen geometry (or the
+    configured one), and (optionally) GD at η and η/4 there. (checks, the run, its data,
+    the config with the geometry used, the search's record)."""
+    checks = []
+    grid = osearch.predict_grid(cfg)
+    chosen = osearch.choose_geometry(grid)
+    ocfg = cfg
+    flow_summary = None
+    if chosen is not None:
+        ocfg = dataclasses.replace(cfg, outlier=tuple(chosen["outlier"]))
+        # the main runs' observables: with outlier_n + 1 = n this run reuses their compile
+        outlier, odata, flow_summary = osearch.flow_at(
+            cfg, chosen["radius"], chosen["angle_deg"], obs_kwargs, cfg.outlier_t1, obs=obs
+        )
+    else:
+        outlier, odata = run_outlier(cfg, obs_kwargs, obs=obs)
+    say(
+        f"outlier geometry search ({len(grid)} geometries) and exact flow at "
+        f"{tuple(round(c, 3) for c in ocfg.outlier)}: "
+        f"{outlier.stats['sliding_entries']} sliding entries"
+    )
+    whole_run = check_outlier(outlier, odata, cfg.kink_cos)
+    checks.append(
+        check_outlier_search(grid, chosen, flow_summary, cfg, whole_run if chosen else None)
+    )
+    checks.append(whole_run)
+    checks.append(check_theorem61(outlier, odata, cfg, "outlier"))
+    if cfg.outlier_gd:
+        checks.append(
+            check_outlier_gd(ocfg, lambda eta: run_outlier_gd(ocfg, obs_kwargs, eta), cfg.kink_cos)
+        )
+        say("outlier by gradient descent at η and η/4 done")
+    return checks, outlier, odata, ocfg, {"grid": grid, "chosen": chosen, "flow": flow_summary}
+
+
+def _final_values(runs: dict) -> dict:
+    """Each run's statistics and final observables, for results.json."""
+    names = (
+        "loss", "r_rel", "frac_outside", "par_share", "margin", "smoothed_margin", "max_disagree"
+    )  # fmt: skip
+    return {
+        k: {"stats": v.stats, "final": {n: float(np.asarray(v.observables[n])[-1]) for n in names}}
+        for k, v in runs.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------
