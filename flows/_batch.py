@@ -35,11 +35,16 @@ from ._simulate import (
     check_save_memory,
     flow_config,
     param_save_times,
-    rkc_extra,
-    runtime_solver,
     solve_flow,
 )
-from ._solvers import SolverChoice, cached, check_error_norm, resolve_solver
+from ._solvers import (
+    SolverChoice,
+    cached,
+    check_error_norm,
+    resolve_solver,
+    runtime_solver,
+    solver_report,
+)
 from ._stats import Result, SolveStats, advice, failure_reason
 from ._trajectory import Trajectory, assemble_trajectory, flat_params
 from ._validate import as_float
@@ -269,9 +274,9 @@ def _member_result(
         result, reason = failure_reason(problem, result_i, stats_i, theta_end)
     steps = int(stats_i["num_steps"])
     vf_evals = choice.evals_per_step * steps + 1 if choice.evals_per_step is not None else None
-    extra = {}
-    if choice.is_rkc:  # its own counts, accepted steps only (as in `simulate`)
-        vf_evals, extra = rkc_extra(sol.solver_state, i, last_stages=False)
+    own, extra = solver_report(choice.solver, sol.solver_state, index=i, last_stages=False)
+    if own is not None:  # its own counts, accepted steps only (as in `simulate`)
+        vf_evals = own
     stats = SolveStats(
         result=result,
         reason=reason,

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import diffrax
-import equinox as eqx
 import equinox.internal as eqxi
 import jax
 import jax.numpy as jnp
@@ -24,11 +23,9 @@ import optimistix as optx
 from ._clocks import AbstractClock, LossClock, PhysicalClock, as_clock
 from ._compile import compile_program
 from ._errors import ConfigError, SolverError
-from ._implicit import reports_products_to
 from ._loss_clock import solve_loss_clock
 from ._misc import tree_sq_norm
 from ._problem import Problem, available_bytes
-from ._rkc import AbstractStabilizedSolver, rkc_eval_counts
 from ._solvers import (
     AUTO_ESERK_MAX_RTOL,
     AUTO_STIFF_RHO_SPAN,
@@ -37,10 +34,14 @@ from ._solvers import (
     SolverChoice,
     cached,
     check_error_norm,
+    counts_own_evals,
+    has_stability_cap,
     initial_step,
     pid_controller,
     resolve_solver,
-    solver_key,
+    runtime_solver,
+    runtime_tolerances,
+    solver_report,
     spectral_radius,
 )
 from ._solvers import SOLVERS as SOLVERS
@@ -426,23 +427,6 @@ def flow_config(
     }
 
 
-def rkc_extra(solver_state, index: int | None = None, *, last_stages: bool = True):
-    """RKC2's own counts from its final state (accepted steps only; member `index` of a
-    batched state): (vector-field plus Hessian-vector evaluations, `SolveStats.extra`)."""
-    c = rkc_eval_counts(solver_state)
-    c = {k: (np.asarray(v) if index is None else np.asarray(v)[index]).item() for k, v in c.items()}
-    extra = {
-        "jvp_evals": int(c["jvp_evals"]),  # Hessian-vector products (power iteration)
-        "spectral_radius": float(c["rho"]),  # last bound used (safety factor in)
-    }
-    if last_stages:
-        extra["last_stages"] = int(c["stages"])
-    extra["nonstiff_steps"] = int(c["nonstiff_steps"])  # non-stiff (Tsit5) steps
-    extra["rho_redos"] = int(c["redos"])  # steps redone with a fresh ρ (secant check)
-    extra["split_steps"] = int(c["substeps"])  # steps split beyond max_stages
-    return int(c["vf_evals"] + c["jvp_evals"]), extra
-
-
 # --- the physical- and log-clock solve --------------------------------------------------
 
 
@@ -474,19 +458,6 @@ class FlowSettings:
         return runtime_tolerances((self.rtol, self.atol))
 
 
-def runtime_tolerances(tol) -> tuple:
-    """(rtol, atol) as weakly typed 0-d arrays: traced, so a new value does not recompile."""
-    return tuple(jnp.asarray(float(v)) for v in tol)
-
-
-def runtime_solver(solver):
-    """The solver with the tolerances it carries (RKC2, ESERK4, ROCK4 with a non-stiff
-    method: those of the controller) as run-time arrays, and its compile key."""
-    if isinstance(solver, AbstractStabilizedSolver) and solver.tolerances is not None:
-        solver = eqx.tree_at(lambda s: s.tolerances, solver, runtime_tolerances(solver.tolerances))
-    return solver, solver_key(solver)
-
-
 #: Power iterations (Hessian-vector products) behind the toolkit's first step of a classical
 #: explicit solver; with the two field evaluations of the step rule, `FIRST_STEP_EVALS`
 #: evaluations, reported apart as `stats.extra["first_step_evals"]` (not in
@@ -507,9 +478,7 @@ def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1
     if settings.dt0 is not None:
         return jnp.asarray(settings.dt0, fdt), jnp.asarray(jnp.nan, fdt)
     e0 = y0[1]
-    explicit_classic = not isinstance(
-        solver, AbstractStabilizedSolver | diffrax.AbstractImplicitSolver
-    )
+    explicit_classic = has_stability_cap(solver)
     if explicit_classic:
         rho = spectral_radius(
             lambda th: vector_field(t0, (th, e0), problem)[0], y0[0], FIRST_STEP_POWER_ITERS
@@ -589,7 +558,7 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
     if pts.shape[0]:
         subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
     meter = diffrax.TextProgressMeter() if settings.progress else diffrax.NoProgressMeter()
-    rkc = isinstance(solver, AbstractStabilizedSolver)  # its counts are in its state
+    rkc = counts_own_evals(solver)  # its counts are in its state
     y0 = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
     # the first-step choice is not counted by the callback: `stats.extra["first_step_evals"]`
     plain = lambda s_, y_, prob: field(s_, y_, prob, False)  # noqa: E731
@@ -945,7 +914,7 @@ def _eval_counting(count_evals, choice: SolverChoice) -> tuple[bool, bool, bool]
     analytic_count = count_evals == "auto" and choice.evals_per_step is not None
     # RKC2 counts its own evaluations in its state (exact on accepted steps; a callback
     # would double its wall time on mid-size nets)
-    state_count = count_evals == "auto" and choice.is_rkc
+    state_count = count_evals == "auto" and counts_own_evals(choice.solver)
     callback_count = count_evals is True or (
         count_evals == "auto" and not (analytic_count or state_count)
     )
@@ -1005,18 +974,12 @@ def _flow_stats(problem, sol, choice: SolverChoice, counting, dt0, auto, stop, *
         vf_evals = choice.evals_per_step * steps + 1
     elif callback_count:
         vf_evals = EVAL_COUNTER.n
-    extra = {}
-    if callback_count and reports_products_to(choice.solver, EVAL_COUNTER.add_products):
-        # 'kvaerno5-cg': its CG's Hessian-vector products (`HessianCG.on_solve`), counted as
-        # evaluations as RKC2's power iterations are (one costs ≈ 1.8 gradients: m = 10⁵
-        # float32 fused, 63 against 35 ms); a matrix-free solver that does not report them
-        # to the counter (lineax's CG, a HessianCG without `on_solve`) gets no such entry
-        extra["jvp_evals"] = EVAL_COUNTER.products
-        vf_evals = EVAL_COUNTER.n + EVAL_COUNTER.products
-    if choice.is_rkc:  # the stabilized solver's own counts (accepted steps only)
-        own, extra = rkc_extra(sol.solver_state)
-        if state_count:
-            vf_evals = own
+    own, extra = solver_report(
+        choice.solver, sol.solver_state, counter=EVAL_COUNTER if callback_count else None
+    )
+    # a stabilized solver's own count is used under 'auto' only (a callback counts all)
+    if own is not None and (state_count or not counts_own_evals(choice.solver)):
+        vf_evals = own
     dt0_used, rho0 = (float(np.asarray(v).reshape(-1)[0]) for v in sol.ys[-1])
     extra["dt0"] = dt0_used  # first step (clock units), the toolkit's when dt0=None
     if dt0 is None:

@@ -57,11 +57,11 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_output_safety.py": {"flows._cli", "flows._io"},
         "tests/test_reliability.py": {"flows._cli", "flows._io"},
         "tests/test_report.py": {"flows._checks", "flows._cli", "flows._report"},
-        "tests/test_rkc.py": {"flows._rkc"},
-        "tests/test_solvers_eserk.py": {"flows._eserk"},
-        "tests/test_solvers_robustness.py": {"flows._implicit"},
-        "tests/test_solvers_rock4.py": {"flows._rock", "flows._rock4_table"},
-        "tests/test_solvers_tolerance.py": {"flows._implicit", "flows._rkc", "flows._solvers"},
+        "tests/test_rkc.py": {"flows._solvers"},
+        "tests/test_solvers_eserk.py": {"flows._solvers"},
+        "tests/test_solvers_robustness.py": {"flows._solvers"},
+        "tests/test_solvers_rock4.py": {"flows._solvers"},
+        "tests/test_solvers_tolerance.py": {"flows._solvers"},
         "tests/test_sweep.py": {"flows._batch", "flows._cli", "flows._sweep"},
         "tests/test_sweep_integrity.py": {"flows._io", "flows._sweep", "flows._trajectory"},
         "tests/test_sweep_papers.py": {"flows._cli", "flows._sweep"},
@@ -208,3 +208,16 @@ def test_the_event_flow_package_imports_in_one_direction():
         }
         later = sorted(inside & set(NONSMOOTH_ORDER[k + 1 :]))
         assert not later, f"flows._nonsmooth.{name} imports the later {later}"
+
+
+@pytest.mark.parametrize("module", ["flows/_simulate.py", "flows/_batch.py"])
+def test_the_solves_know_no_solver_family(module):
+    """What differs between solver families (own evaluation counts, run-time tolerances,
+    a stability cap on the first step, Hessian-vector products) is declared by the solvers
+    package (`counts_own_evals`, `runtime_solver`, `has_stability_cap`, `solver_report`);
+    the solves ask it instead of testing classes."""
+    tree = ast.parse((ROOT / module).read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    family = {"AbstractStabilizedSolver", "AbstractImplicitSolver", "RKC2", "ESERK4", "ROCK4"}
+    assert not names & family, f"{module} tests solver classes: {sorted(names & family)}"

@@ -1,4 +1,4 @@
-"""Tests of the damped second-order Runge–Kutta–Chebyshev solver `flows._rkc.RKC2`.
+"""Tests of the damped second-order Runge–Kutta–Chebyshev solver `flows._solvers._rkc.RKC2`.
 
 Every solve is wrapped in `jax.jit` with the numbers that vary (step size, tolerance,
 spectrum) passed as arrays, so that each test compiles once (compilation dominates: the
@@ -15,7 +15,8 @@ import scipy.linalg as sl
 from jax.flatten_util import ravel_pytree
 
 from flows import RKC2, rkc_eval_counts
-from flows._rkc import RKCState, rkc_stability_bound
+from flows._solvers._rkc import rkc_stability_bound
+from flows._solvers._stabilized import RKCState
 
 
 def _spd(d, eigs, seed):
@@ -45,7 +46,7 @@ def test_nonstiff_stability_intervals_are_those_of_diffrax_tableaus():
     """`_NONSTIFF_STABILITY` (how far past the switch non-stiff steps may go) is the real
     stability interval of diffrax's Bosh3 and Tsit5: |R(−β)| = 1 with |R| ≤ 1 on
     [−β, 0], R(z) = 1 + z bᵀ (I − z A)⁻¹ 1 from the Butcher tableau."""
-    from flows._rkc import _NONSTIFF_STABILITY
+    from flows._solvers._stabilized import _NONSTIFF_STABILITY
 
     for name, cls in (("bs3", diffrax.Bosh3), ("tsit5", diffrax.Tsit5)):
         tab = cls.tableau

@@ -10,7 +10,7 @@ import pytest
 from _stabilized import order_solve
 
 from flows import ESERK4, rkc_eval_counts
-from flows._eserk import _BETA_C, ESERK_EPS, eserk4_stability_bound, extrapolation_weights
+from flows._solvers._eserk import _BETA_C, ESERK_EPS, eserk4_stability_bound, extrapolation_weights
 
 
 def _cheb(x, s):

@@ -86,7 +86,7 @@ def test_hessian_cg_gives_up_on_indefinite_and_hopeless_systems():
     import jax.numpy as jnp
     import lineax as lx
 
-    from flows._implicit import CG_MAX_STEPS, matrix_free_kvaerno5
+    from flows._solvers._implicit import CG_MAX_STEPS, matrix_free_kvaerno5
 
     cg = matrix_free_kvaerno5(1e-4, 1e-7).root_finder.linear_solver
     assert cg.max_steps == CG_MAX_STEPS == 1000
@@ -121,7 +121,7 @@ def test_hessian_cg_solves_the_newton_systems_of_a_flow_with_its_energy():
     import lineax as lx
     import numpy as np
 
-    from flows._implicit import HessianCG
+    from flows._solvers._implicit import HessianCG
 
     rng = np.random.default_rng(0)
     d = 30
@@ -164,7 +164,7 @@ def test_hessian_cg_products_are_counted():
     import lineax as lx
 
     import flows
-    from flows._implicit import HessianCG, matrix_free_kvaerno5
+    from flows._solvers._implicit import HessianCG, matrix_free_kvaerno5
     from flows.models import TwoLayer
 
     seen = []

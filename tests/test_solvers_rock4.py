@@ -10,7 +10,7 @@ import pytest
 from _stabilized import order_solve
 
 from flows import ROCK4, rkc_eval_counts
-from flows._rock import (
+from flows._solvers._rock import (
     ELL_FRACTION,
     ROCK4_DEGREES,
     composite_tableau,
@@ -20,8 +20,10 @@ from flows._rock import (
     rock4_coefficients,
     rock4_recurrence,
     rock4_stability_polynomial,
+    rock4_table,
 )
-from flows._rock4_table import TABLE
+
+TABLE = rock4_table()
 
 # Abdulle (2002), Table 2.1: ℓ_s of his fourth-order polynomials (nearly optimal).
 ABDULLE_ELL = {5: 5.9983, 10: 32.4470, 20: 138.3586, 50: 879.8864, 100: 3538.1276}

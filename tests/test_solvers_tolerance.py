@@ -67,7 +67,7 @@ def test_rock4_never_under_delivers(problem):
     """ROCK4 (estimate with the last recurrence stage, × 0.2): err/rtol ≤ 3 at every rtol
     1e-3 … 1e-8, and ≥ 0.01. Measured: heat 0.015–0.055, Brusselator 0.22–0.62, quartic
     0.017–0.26, multi-stage 0.085–0.24 — conservative, below the band [0.1, 3] on the heat
-    equation (see `flows._rock._ERROR_FACTOR` for why one factor cannot serve its smooth
+    equation (see `flows._solvers._rock._ERROR_FACTOR` for why one factor cannot serve its smooth
     and its stiff modes both). With ROCK4's own estimator (F(y_1) in place of the
     recurrence stage) the quartic flow was at 0.0004–0.003 (× 1) while the Brusselator was
     at 0.04–0.13."""
@@ -155,7 +155,7 @@ def test_explicit_solvers_on_mild_flows_are_accuracy_limited_and_never_under_del
 
 @pytest.mark.slow
 def test_kvaerno5_stops_on_the_correction_where_diffrax_chord_over_delivers():
-    """'kvaerno5' (`flows._implicit.kvaerno5`: chord iterations stopped when the correction
+    """'kvaerno5' (`flows._solvers._implicit.kvaerno5`: chord iterations stopped when the correction
     is below the tolerance, `StepChord`) against diffrax's default `Kvaerno5()` (the same
     chord iterations with Hairer's rate test, which declares a stage divergent when its
     second correction, at the rounding level, exceeds a tiny first one): on the nonlinear
@@ -164,7 +164,7 @@ def test_kvaerno5_stops_on_the_correction_where_diffrax_chord_over_delivers():
     [0.1, 3], as Newton's iterations (`newton_kvaerno5`) are."""
     import diffrax
 
-    from flows._implicit import newton_kvaerno5
+    from flows._solvers._implicit import newton_kvaerno5
 
     s = _stiff()
     p = SMALL["multistage"](s)
@@ -205,7 +205,7 @@ def test_matrix_free_kvaerno5_newton_stops_on_the_correction():
     1e-8 rejected step after step: 772 632 field evaluations, 66 s. Now no step is rejected
     (1838 field evaluations) and the error is in the band."""
     from flows import make_solver
-    from flows._implicit import StepNewton
+    from flows._solvers._implicit import StepNewton
 
     s = _stiff()
     solver = make_solver("kvaerno5-cg", 1e-8, 1e-11)
@@ -283,16 +283,16 @@ def test_predictive_switch_ends_the_rejection_cycle_at_the_switch(problem, norm)
 
 
 def test_solver_and_controller_measure_the_same_norm():
-    """The stabilized solvers' own scaled-error norm (`flows._rkc._error_norm`, used for the
-    Tsit5 steps' rescaled error, the near-switch retry and the secant check) is the
+    """The stabilized solvers' own scaled-error norm (`flows._solvers._stabilized._error_norm`,
+    used for the Tsit5 steps' rescaled error, the near-switch retry and the secant check) is the
     controller's: diffrax's scaling error / (atol + rtol max(|y0|, |y1|)) under
     `optimistix.rms_norm` / `optimistix.max_norm`; a bad name is refused."""
     import jax
     import jax.numpy as jnp
     import optimistix as optx
 
-    from flows._rkc import _error_norm
     from flows._solvers import error_norm_fn
+    from flows._solvers._stabilized import _error_norm
 
     jax.config.update("jax_enable_x64", True)
     k = jax.random.split(jax.random.PRNGKey(3), 6)

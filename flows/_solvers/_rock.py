@@ -49,17 +49,19 @@ Everything is derived here, nothing is copied from a table (`derive_degree`):
    F(K_{s−5}), 0.02–0.025 against 0.05–0.11 (before `_ERROR_FACTOR`).
 
 The derivation takes minutes for all degrees, so its results — per degree ℓ, the root
-parameters and the 10 finishing coefficients — are stored in `flows/_rock4_table.py`,
-written by `python -m flows._rock`; the recurrence, the composite tableau and the
-embedded weights are recomputed from them at import, and the order conditions and
-|R_s| ≤ 1 are checked there and in the tests (which also re-derive several degrees from
-scratch and compare).
+parameters and the 10 finishing coefficients — are stored in `rock4_table.json`
+(this package's data), written by `python -m flows._solvers._rock`; the recurrence,
+the composite tableau and the embedded weights are recomputed from them at import, and the
+order conditions and |R_s| ≤ 1 are checked there and in the tests (which also re-derive
+several degrees from scratch and compare).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
+from importlib import resources
 from typing import ClassVar
 
 import equinox as eqx
@@ -68,7 +70,10 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._rkc import AbstractStabilizedSolver
+from ._stabilized import AbstractStabilizedSolver
+
+#: The derived coefficients (package data, next to this module).
+TABLE_FILE = "rock4_table.json"
 
 __all__ = [
     "ROCK4",
@@ -88,7 +93,7 @@ ROCK4_DEGREES: tuple[int, ...] = tuple(range(5, 21)) + tuple(
     sorted({int(round(20 * 1.06**k)) for k in range(1, 48) if 20 * 1.06**k <= 300})
 )
 
-# --- derivation (numpy / scipy; offline, results in flows/_rock4_table.py) -------------
+# --- derivation (numpy / scipy; offline, results in rock4_table.json) -----------------
 
 
 def _w4_coefficients(roots: np.ndarray) -> np.ndarray:
@@ -359,17 +364,24 @@ def _embedded(mu, nu, ka, fin) -> np.ndarray:
     return d * (1.0 / 24.0) / coeffs[3]
 
 
+def rock4_table() -> list[dict]:
+    """The stored derivation (`TABLE_FILE`): per degree s, ℓ_s, ℓ_max(s), the roots of w_4
+    (re, im, re, im) and the finishing coefficients (a21, a31, a32, a41, a42, a43,
+    b1…b4)."""
+    return json.loads(resources.files(__package__).joinpath(TABLE_FILE).read_text("utf-8"))
+
+
 @functools.cache
 def rock4_coefficients() -> dict[str, np.ndarray]:
     """Per degree of `ROCK4_DEGREES` (rows, padded with zeros): 'degrees', 'ell' (ℓ_s:
     |R_s| ≤ 1 on [−ℓ_s, 0]), 'mu', 'nu', 'kappa', 'c' (stage times of K_0…K_{s−5}),
     'fin' (a21, a31, a32, a41, a42, a43, b1…b4), 'c_fin' (times of the 4 finishing
-    stages), 'emb' (error weights e_1…e_5). Built from `flows._rock4_table` and checked
-    (order conditions to 1e-10, w_4's Taylor conditions to 1e-10)."""
-    from ._rock4_table import TABLE
-
-    if tuple(r["s"] for r in TABLE) != ROCK4_DEGREES:
-        raise RuntimeError("flows/_rock4_table.py is stale: run `python -m flows._rock`")
+    stages), 'emb' (error weights e_1…e_5). Built from the table `rock4_table.json` (this
+    package's data) and checked (order conditions to 1e-10, w_4's Taylor conditions to
+    1e-10)."""
+    table = rock4_table()
+    if tuple(r["s"] for r in table) != ROCK4_DEGREES:
+        raise RuntimeError(f"{TABLE_FILE} is stale: run `python -m flows._solvers._rock`")
     nmax = ROCK4_DEGREES[-1] - 4
     k = len(ROCK4_DEGREES)
     out = {
@@ -383,7 +395,7 @@ def rock4_coefficients() -> dict[str, np.ndarray]:
         "c_fin": np.zeros((k, 4)),
         "emb": np.zeros((k, 5)),
     }
-    for i, row in enumerate(TABLE):
+    for i, row in enumerate(table):
         s, ell, roots, fin = row["s"], row["ell"], np.array(row["roots"]), np.array(row["fin"])
         if np.max(np.abs(_taylor_residual(roots, s, ell))) > 1e-10:
             raise RuntimeError(f"ROCK4 table: degree {s} is not of order 4 (linear)")
@@ -409,26 +421,12 @@ def _write_table(path: str) -> None:
     for s in ROCK4_DEGREES:
         r = derive_degree(s, roots, fin)
         roots, fin = r["roots"], r["fin"]
-        rows.append(r)
+        rows.append({k: r[k] for k in ("s", "ell", "ell_max", "roots", "fin")})
         print(f"s = {s:3d}: ell = {r['ell']:.6f} (ell/s² = {r['ell'] / s**2:.5f})", flush=True)
-    lines = [
-        '"""ROCK4 coefficients derived by `flows._rock.derive_degree` (written by',
-        "`python -m flows._rock`; do not edit): per degree s, ℓ_s, ℓ_max(s), the roots",
-        "of w_4 (re, im, re, im) and the finishing coefficients (a21, a31, a32, a41,",
-        'a42, a43, b1…b4)."""',
-        "",
-        "TABLE = [",
-    ]
-    for r in rows:  # one number per line with trailing commas: stable under ruff format
-        lines += ["    {", f'        "s": {r["s"]},', f'        "ell": {r["ell"]!r},']
-        lines += [f'        "ell_max": {r["ell_max"]!r},']
-        for key in ("roots", "fin"):
-            lines += [f'        "{key}": ['] + [f"            {v!r}," for v in r[key]]
-            lines += ["        ],"]
-        lines += ["    },"]
-    lines += ["]", ""]
+    rows = [{k: (list(map(float, v)) if k in ("roots", "fin") else v) for k, v in r.items()}
+            for r in rows]  # fmt: skip
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines))
+        json.dump(rows, fh, indent=1)  # floats round-trip exactly (repr)
 
 
 # --- the solver ----------------------------------------------------------------------
@@ -453,12 +451,12 @@ _ROCK4_NONSTIFF_MAX_HRHO = 2.5
 
 class ROCK4(AbstractStabilizedSolver):
     r"""Fourth-order stabilized explicit method with a three-term recurrence (ROCK4-type;
-    see the module `flows._rock`), for gradient flows whose step is limited by the
+    see the module `flows._solvers._rock`), for gradient flows whose step is limited by the
     spectral radius ρ of the Hessian: s stages stabilize h ρ ≤ ℓ_s ≈ 0.318 s² and a step
     costs s evaluations (F(y_{n+1}) included) — against ESERK4's ≈ 10 s′ with
     0.964 s′² ≥ h ρ, about 6× fewer at equal h.
 
-    Shares `RKC2`'s machinery (`flows._rkc.AbstractStabilizedSolver`): ρ by Hessian-vector
+    Shares `RKC2`'s machinery (`flows.AbstractStabilizedSolver`): ρ by Hessian-vector
     power iteration, sub-steps when h ρ needs more than `max_stages`, the secant check
     with a fresh ρ for a stale one, non-finite steps reported as `RESULTS.nonfinite`,
     evaluation counts in the state (`flows.rkc_eval_counts`), cubic Hermite dense output.
@@ -557,7 +555,7 @@ class ROCK4(AbstractStabilizedSolver):
         return y1, f1, err, s
 
 
-if __name__ == "__main__":  # pragma: no cover - regenerates flows/_rock4_table.py
+if __name__ == "__main__":  # pragma: no cover - regenerates rock4_table.json
     import pathlib
 
-    _write_table(str(pathlib.Path(__file__).with_name("_rock4_table.py")))
+    _write_table(str(pathlib.Path(__file__).with_name(TABLE_FILE)))

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import jax.tree_util as jtu
 import numpy as np
 
-from ._rkc import AbstractStabilizedSolver
+from ._stabilized import AbstractStabilizedSolver
 
 __all__ = ["ESERK4", "eserk4_stability_bound", "extrapolation_weights"]
 
@@ -107,11 +107,11 @@ def eserk4_stability_bound(s: int, eps: float = ESERK_EPS) -> float:
 
 class ESERK4(AbstractStabilizedSolver):
     r"""Fourth-order stabilized explicit method: Richardson extrapolation of first-order
-    damped Chebyshev steps (see the module `flows._eserk`), for gradient flows whose step
+    damped Chebyshev steps (see the module `flows._solvers._eserk`), for gradient flows whose step
     is limited by the spectral radius ρ of the Hessian at tolerances where a second-order
     method (`RKC2`) needs many steps.
 
-    Shares `RKC2`'s machinery (`flows._rkc.AbstractStabilizedSolver`): ρ by Hessian-vector
+    Shares `RKC2`'s machinery (`flows.AbstractStabilizedSolver`): ρ by Hessian-vector
     power iteration (`init_power_iters` in `init`, `power_iters` every `rho_every` steps),
     sub-steps when h ρ needs more than `max_stages`, the secant check with a fresh ρ for a
     stale one, non-finite steps reported as `RESULTS.nonfinite`, evaluation counts in the

@@ -15,11 +15,12 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 from ._eserk import ESERK4
-from ._implicit import is_matrix_free, kvaerno5, matrix_free_kvaerno5
-from ._rkc import ERROR_NORMS, RKC2, AbstractStabilizedSolver
+from ._implicit import is_matrix_free, kvaerno5, matrix_free_kvaerno5, reports_products_to
+from ._rkc import RKC2
 from ._rock import ROCK4
+from ._stabilized import ERROR_NORMS, AbstractStabilizedSolver
 
 __all__ = [
     "AUTO_ESERK_MAX_RTOL",
@@ -58,7 +59,7 @@ __all__ = [
 #: flows at tight tolerances; `flows.ESERK4`), ROCK4 (fourth-order stabilized explicit
 #: with a three-term recurrence: s evaluations a step for h ρ ≤ 0.318 s²; `flows.ROCK4`),
 #: Kvaerno5-CG (Kvaerno5 whose Newton systems are solved by conjugate gradients on
-#: Hessian-vector products: matrix-free, any size; `flows._implicit`).
+#: Hessian-vector products: matrix-free, any size; `flows._solvers._implicit`).
 SOLVERS: dict[str, Callable[[], diffrax.AbstractSolver]] = {
     "tsit5": diffrax.Tsit5,
     "dopri5": diffrax.Dopri5,
@@ -86,7 +87,7 @@ SOLVER_METHODS = {
     ),
     "rock4": (
         "ROCK4-type (orthogonal-polynomial recurrence + 4-stage finishing procedure, "
-        "degrees 5-292, coefficients derived in flows._rock), non-stiff steps by Tsit5"
+        "degrees 5-292, coefficients derived in flows._solvers._rock), non-stiff steps by Tsit5"
     ),
     "kvaerno5-cg": (
         "Kvaerno5, Newton stopped on the correction (StepNewton), HessianCG on "
@@ -135,7 +136,7 @@ def spectral_radius(fn, y, n_iters: int = 20):
     """Power-iteration estimate ‖J v‖ of the spectral radius of the Jacobian of `fn` at `y`
     (a pytree), from a fixed pseudo-random start; jnp, traceable. For a gradient flow
     fn = −∇L it estimates the largest |eigenvalue| of the Hessian, from below."""
-    from ._rkc import _start_vector, _tree_norm
+    from ._trees import _start_vector, _tree_norm
 
     def body(_, carry):
         v, _ = carry
@@ -327,12 +328,6 @@ class SolverChoice:
     evals_per_step: int | None
     key: Hashable
 
-    @property
-    def is_rkc(self) -> bool:
-        """RKC2 and ESERK4 count their own evaluations in their state
-        (`flows.rkc_eval_counts`)."""
-        return isinstance(self.solver, AbstractStabilizedSolver)
-
     def describe(self) -> dict:
         return describe_solver(self.solver)
 
@@ -497,3 +492,59 @@ def cached(key: Hashable, build: Callable[[], _T]) -> tuple[_T, bool]:
     fn = build()
     _COMPILED[key] = fn
     return fn, True
+
+
+# --- what a solver declares: the one interface `simulate` and `simulate_batch` use -------
+#
+# Solver families differ in what they carry and report; the differences live here, not in
+# the solves.
+
+
+def counts_own_evals(solver) -> bool:
+    """Whether the solver counts its evaluations in its state (exact on accepted steps; a
+    host callback would double its wall time on mid-size nets): the stabilized solvers
+    (RKC2, ESERK4, ROCK4). The solve then saves its final state for `solver_report`."""
+    return isinstance(solver, AbstractStabilizedSolver)
+
+
+def has_stability_cap(solver) -> bool:
+    """Whether the toolkit's first step must respect the solver's stability bound (ρ at θ(0)
+    measured for it): the classical explicit solvers. Stabilized solvers estimate ρ
+    themselves, implicit ones have no such bound."""
+    return not isinstance(solver, AbstractStabilizedSolver | diffrax.AbstractImplicitSolver)
+
+
+def runtime_tolerances(tol) -> tuple:
+    """(rtol, atol) as weakly typed 0-d arrays: traced, so a new value does not recompile."""
+    return tuple(jnp.asarray(float(v)) for v in tol)
+
+
+def runtime_solver(solver):
+    """The solver with the tolerances it carries (RKC2, ESERK4, ROCK4 with a non-stiff
+    method: those of the controller) as run-time arrays, and its compile key."""
+    if isinstance(solver, AbstractStabilizedSolver) and solver.tolerances is not None:
+        solver = eqx.tree_at(lambda s: s.tolerances, solver, runtime_tolerances(solver.tolerances))
+    return solver, solver_key(solver)
+
+
+def solver_report(
+    solver, solver_state=None, *, counter: EvalCounter | None = None, index=None, last_stages=True
+) -> tuple[int | None, dict]:
+    """What the solver reports about a finished solve: (evaluations it counted, or None;
+    entries for `SolveStats.extra`).
+
+    - The stabilized solvers: their own counts from the final `solver_state` (accepted
+      steps only; member `index` of a batched state; `last_stages` the stage count of the
+      last step), `AbstractStabilizedSolver.report`.
+    - An implicit solver whose linear solves are `HessianCG`s reporting to `counter`
+      ('kvaerno5-cg', `HessianCG.on_solve`): their Hessian-vector products (`jvp_evals`),
+      counted as evaluations as RKC2's power iterations are (one costs ≈ 1.8 gradients:
+      m = 10⁵ float32 fused, 63 against 35 ms), added to the counter's evaluations. A
+      matrix-free solver that does not report them (lineax's CG, a `HessianCG` without
+      `on_solve`) gets no such entry.
+    - Any other solver: (None, {})."""
+    if isinstance(solver, AbstractStabilizedSolver):
+        return solver.report(solver_state, index, last_stages=last_stages)
+    if counter is not None and reports_products_to(solver, counter.add_products):
+        return counter.n + counter.products, {"jvp_evals": counter.products}
+    return None, {}
