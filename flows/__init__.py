@@ -19,6 +19,8 @@ _jax.config.update("jax_enable_x64", True)
 
 from . import claims as claims  # noqa: E402
 from . import models as models  # noqa: E402
+from ._arguments import stop_at_loss as stop_at_loss  # noqa: E402
+from ._arguments import stop_when_converged as stop_when_converged  # noqa: E402
 from ._baselines import gradient_descent as gradient_descent  # noqa: E402
 from ._baselines import sgd_to_epsilon as sgd_to_epsilon  # noqa: E402
 from ._batch import simulate_batch as simulate_batch  # noqa: E402
@@ -54,8 +56,6 @@ from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
 from ._simulate import GLOBAL_ERROR_FACTOR as GLOBAL_ERROR_FACTOR  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
-from ._simulate import stop_at_loss as stop_at_loss  # noqa: E402
-from ._simulate import stop_when_converged as stop_when_converged  # noqa: E402
 from ._solvers import ESERK4 as ESERK4  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402
 from ._solvers import FIRST_STEP_STABILITY as FIRST_STEP_STABILITY  # noqa: E402

@@ -19,10 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from ._errors import ConfigError, SolverError
-from ._misc import tree_sq_norm
-from ._problem import Problem, check_params_like
-from ._simulate import (
+from ._arguments import (
     Observables,
     StopCondition,
     check_initial_state,
@@ -35,6 +32,9 @@ from ._simulate import (
     check_stop,
     describe_stop,
 )
+from ._errors import ConfigError, SolverError
+from ._misc import tree_sq_norm
+from ._problem import Problem, check_params_like
 from ._stats import Result, SolveStats
 from ._trajectory import Trajectory, assemble_trajectory, flat_params, stack_params
 from ._validate import MAX_SAVES, MAX_STEPS, as_float, as_int, as_seed

@@ -19,12 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._clocks import PhysicalClock
-from ._compile import compile_program
-from ._errors import ConfigError, SolverError
-from ._problem import Problem
-from ._simulate import (
-    FlowSettings,
+from ._arguments import (
     Observables,
     check_common,
     check_dt0,
@@ -33,10 +28,13 @@ from ._simulate import (
     check_observables,
     check_problem,
     check_save_memory,
-    flow_config,
     param_save_times,
-    solve_flow,
 )
+from ._clocks import PhysicalClock
+from ._compile import compile_program
+from ._errors import ConfigError, SolverError
+from ._flow import FlowSettings, flow_config, solve_flow
+from ._problem import Problem
 from ._solvers import (
     SolverChoice,
     cached,

@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 
 import flows
-from flows import _baselines, _problem, _simulate
+from flows import _arguments, _baselines, _problem
 from flows._trajectory import param_names
 from flows._validate import MAX_SAVES, MAX_STEPS, check_log_save_grid
 from flows.models import FunctionModel, TwoLayer
@@ -336,7 +336,7 @@ def test_absurd_save_counts_are_refused_before_allocation(entry, n_save, problem
     limit = MAX_SAVES
     if n_save == "the limit + 1":  # a limit that runs in milliseconds if it is not enforced
         limit = 4
-        monkeypatch.setattr(_simulate, "MAX_SAVES", limit)
+        monkeypatch.setattr(_arguments, "MAX_SAVES", limit)
         n_save = limit + 1
     call = {
         "simulate": lambda: flows.simulate(problem, t1=1.0, n_save=n_save),
@@ -350,7 +350,7 @@ def test_absurd_save_counts_are_refused_before_allocation(entry, n_save, problem
 
 
 def test_a_long_ts_grid_is_refused(problem, monkeypatch):
-    monkeypatch.setattr(_simulate, "MAX_SAVES", 4)
+    monkeypatch.setattr(_arguments, "MAX_SAVES", 4)
     with pytest.raises(ConfigError, match="`ts` holds 5 save times; at most 4"):
         flows.simulate(problem, t1=1.0, ts=np.linspace(0.0, 1.0, 5))
 

@@ -90,7 +90,7 @@ def test_callback_free_leaves_users_checks_raising():
 
 def test_the_solve_program_has_no_host_callback():
     problem = _problem()
-    from flows._simulate import FlowSettings, solve_flow
+    from flows._flow import FlowSettings, solve_flow
     from flows._solvers import runtime_solver
 
     settings = FlowSettings(

@@ -32,10 +32,10 @@ INTERNALS: dict[str, frozenset[str]] = {
         "benchmarks/guard_nonsmooth.py": {"flows._nonsmooth"},
         "tests/conftest.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
         "tests/test_api_misuse.py": {
+            "flows._arguments",
             "flows._baselines",
             "flows._cli",
             "flows._problem",
-            "flows._simulate",
             "flows._trajectory",
             "flows._validate",
         },
@@ -47,7 +47,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_compile_cache.py": {
             "flows._cli",
             "flows._compile",
-            "flows._simulate",
+            "flows._flow",
             "flows._solvers",
         },
         "tests/test_deep_linear.py": {"flows._cli"},

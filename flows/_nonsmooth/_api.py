@@ -108,7 +108,7 @@ class _Bounds:
 def _checked(problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, clock, kw):
     """(problem, save times, parameter-save mask, settings, bounds, layout) from the
     arguments of `simulate_nonsmooth`, each checked (`ConfigError` naming the argument)."""
-    from .._simulate import (
+    from .._arguments import (
         check_common,
         check_max_steps,
         check_n_save,
