@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from flows._cli import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CANNOT_WRITE, ascii_spelling
+from flows._cli_output import (
+    EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
+    EXIT_CANNOT_WRITE,
+    ascii_spelling,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 UNKNOWN_PAPER = ["derive", "no-such-paper"]
