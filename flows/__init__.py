@@ -79,8 +79,8 @@ from ._stats import Result as Result  # noqa: E402
 from ._stats import SolveStats as SolveStats  # noqa: E402
 from ._sweep import AbstractSweepSpec as AbstractSweepSpec  # noqa: E402
 from ._sweep import SweepResult as SweepResult  # noqa: E402
-from ._sweep import load_sweep as load_sweep  # noqa: E402
 from ._sweep import sweep as sweep  # noqa: E402
+from ._sweep_points import load_sweep as load_sweep  # noqa: E402
 from ._trajectory import GlobalError as GlobalError  # noqa: E402
 from ._trajectory import Trajectory as Trajectory  # noqa: E402
 from ._trajectory import versions as versions  # noqa: E402

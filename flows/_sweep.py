@@ -56,14 +56,11 @@ import abc
 import contextlib
 import dataclasses
 import datetime
-import io
-import itertools
 import json
 import math
 import os
 import re
 import signal
-import stat
 import threading
 import time
 import uuid
@@ -75,16 +72,34 @@ import numpy as np
 import xarray as xr
 
 from ._errors import ConfigError
+from ._grid import (
+    Axis,
+    grid_items,
+    grid_points,
+    grid_type,
+    no_duplicates,
+    parse_seeds,
+    to_float,
+    to_int,
+)
 from ._io import (
     LOCK_NAME,
     FolderBusy,
     check_lock_file,
     check_regular_or_absent,
-    hdf5_hazard,
     lock_folder,
     remove_stale_temporaries,
     write_atomic,
     write_netcdf,
+)
+from ._sweep_points import (
+    FORMAT,
+    TEXTS,
+    _point_dataset,
+    _read_point,
+    combine_records,
+    error_text,
+    load_sweep,
 )
 from ._trajectory import versions
 
@@ -105,195 +120,6 @@ __all__ = [
     "to_float",
     "to_int",
 ]
-
-#: Format tag written into the manifest.
-FORMAT = "flows-sweep/1"
-#: The text fields of every record (attributes of a point file, string variables of
-#: sweep.nc).
-TEXTS = ("status", "error", "note")
-
-
-# ---------------------------------------------------------------------------------------
-# Grid values
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def grid_items(value, flag: str) -> list:
-    """Split a grid given as text ('1,2,3') or a sequence into its items (`ConfigError`
-    naming `flag` when empty or malformed)."""
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise ConfigError(f"{flag} is empty: give comma-separated values, e.g. {flag} 1,2.")
-        parts = [p.strip() for p in text.split(",")]
-        if any(p == "" for p in parts):
-            raise ConfigError(f"{flag} {value!r} is malformed: an empty item between commas.")
-        return parts
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return [value]
-    try:
-        items = list(value)
-    except TypeError:
-        raise ConfigError(f"{flag} must be a list of values or a string; got {value!r}.") from None
-    if not items:
-        raise ConfigError(f"{flag} is empty: give at least one value.")
-    return items
-
-
-def to_int(item, flag: str, *, strict: bool = False) -> int:
-    """An integer grid value. Text such as '1e3' is read as 1000 unless `strict`."""
-    if _is_int(item):
-        return int(item)
-    if (
-        not strict
-        and isinstance(item, (float, np.floating))
-        and math.isfinite(item)
-        and item == int(item)
-    ):
-        return int(item)
-    if isinstance(item, str):
-        try:
-            return int(item)
-        except ValueError:
-            try:
-                f = float(item)
-            except ValueError:
-                f = float("nan")
-            if not strict and math.isfinite(f) and f == int(f):
-                return int(f)
-    raise ConfigError(f"{flag}: {item!r} is not an integer.")
-
-
-def to_float(item, flag: str) -> float:
-    """A finite number."""
-    try:
-        v = float(item)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{flag}: {item!r} is not a number.") from None
-    if not math.isfinite(v):
-        raise ConfigError(f"{flag}: {item!r} is not a finite number.")
-    return v
-
-
-def no_duplicates(values: list, flag: str, name: str) -> tuple:
-    """`values` as a tuple; a `ConfigError` naming `flag` if a grid value repeats."""
-    seen = set()
-    for v in values:
-        if v in seen:
-            raise ConfigError(
-                f"duplicate grid point: {name}={v!r} given twice in {flag}; list each value once."
-            )
-        seen.add(v)
-    return tuple(values)
-
-
-#: The most points one sweep's grid may hold: refused up front, before anything is built
-#: (each point is a file in `points/`; 10⁸ seeds were once accepted and built).
-MAX_GRID_POINTS = 100_000
-
-_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
-
-
-def parse_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
-    """Seeds: '0-2' (inclusive range), '0,1,2', or a sequence; integers ≥ 0."""
-    if isinstance(value, str):
-        seeds: list[int] = []
-        for part in grid_items(value, flag):
-            rng = _RANGE.match(part)
-            if rng:
-                lo, hi = int(rng.group(1)), int(rng.group(2))
-                if hi < lo:
-                    raise ConfigError(f"{flag}: range {part!r} is empty (end before start).")
-                if hi - lo + 1 + len(seeds) > MAX_GRID_POINTS:
-                    raise ConfigError(
-                        f"{flag}: {value.strip()!r} holds at least "
-                        f"{hi - lo + 1 + len(seeds):,} seeds; a sweep grid holds at most "
-                        f"{MAX_GRID_POINTS:,} points. Give a shorter range."
-                    )
-                seeds.extend(range(lo, hi + 1))
-            else:
-                seeds.append(to_int(part, flag))
-    else:
-        seeds = [to_int(v, flag) for v in grid_items(value, flag)]
-    for s in seeds:
-        if s < 0:
-            raise ConfigError(f"{flag}: seed {s} is negative; seeds are integers ≥ 0.")
-    return no_duplicates(seeds, flag, "seed")
-
-
-def parse_prng_seeds(value, flag: str = "--seeds") -> tuple[int, ...]:
-    """Seeds as `parse_seeds`, each also a valid PRNG seed (`flows._validate.as_seed`)."""
-    from ._validate import as_seed
-
-    return tuple(as_seed(flag, s) for s in parse_seeds(value, flag))
-
-
-def grid_type(flag: str, parse: Callable[[Any], tuple] | str, domain: tuple | None = None):
-    """An argparse type for a grid flag: `parse(text)`, its `ConfigError` turned into
-    argparse's error (exit 2, naming the flag). `parse` may be given as 'module:function',
-    imported when the flag is parsed (an experiment declares its flags before its sweep
-    module can be imported). `domain` is recorded as `.domain` (see `flows._flags.typed`)
-    for tests that generate invalid values."""
-    import argparse
-    import importlib
-
-    def convert(text):
-        fn = parse
-        if isinstance(fn, str):
-            module, _, name = fn.partition(":")
-            fn = getattr(importlib.import_module(module), name)
-        try:
-            return fn(text)
-        except ConfigError as exc:  # argparse names the flag itself
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}: ")) from None
-
-    if domain is not None:
-        convert.domain = domain
-    return convert
-
-
-@dataclasses.dataclass(frozen=True)
-class Axis:
-    """One axis of a sweep's grid.
-
-    `name`: the coordinate in `sweep.nc`, the attribute of a point file and the tag in a
-    point's id; `kind`: `int` or `float` (stored as int64 / float64); `parse`: text or a
-    sequence → the tuple of values (`ConfigError` naming `flag` on bad input); `flag`: the
-    command-line option that gives it.
-    """
-
-    name: str
-    kind: type
-    parse: Callable[[Any], tuple]
-    flag: str
-
-    def format(self, value) -> str:
-        return str(int(value)) if self.kind is int else repr(float(value))
-
-    @property
-    def pattern(self) -> str:
-        return re.escape(self.name) + (r"\d+" if self.kind is int else r"[^/]+")
-
-
-def grid_points(axes: Sequence[Axis], values: Mapping[str, Any]) -> list[tuple]:
-    """The grid points: every combination of the axes' parsed values, the first axis
-    outermost. `values` maps each axis name to its text or sequence."""
-    parsed = []
-    for axis in axes:
-        if axis.name not in values:
-            raise ConfigError(f"{axis.flag} is missing: give the values of `{axis.name}`.")
-        parsed.append(axis.parse(values[axis.name]))
-    n = math.prod(len(p) for p in parsed)
-    if n > MAX_GRID_POINTS:
-        sizes = " × ".join(f"{len(p)} ({a.flag})" for a, p in zip(axes, parsed, strict=True))
-        raise ConfigError(
-            f"the grid has {n:,} points ({sizes}); a sweep holds at most "
-            f"{MAX_GRID_POINTS:,}. Split it into several sweeps or give fewer values."
-        )
-    return list(itertools.product(*parsed))
 
 
 # ---------------------------------------------------------------------------------------
@@ -403,11 +229,6 @@ def point_name_pattern(spec: AbstractSweepSpec) -> re.Pattern:
     return re.compile("^" + "_".join(a.pattern for a in spec.axes) + r"\.nc$")
 
 
-def error_text(exc: BaseException) -> str:
-    """How a failed grid point's error is recorded: 'TypeName: message'."""
-    return f"{type(exc).__name__}: {exc}"
-
-
 # ---------------------------------------------------------------------------------------
 # Storage
 
@@ -425,188 +246,8 @@ def _write_text_atomic(path: Path, text: str) -> Path:
     return write_atomic(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def _point_dataset(rec: dict, spec: AbstractSweepSpec) -> xr.Dataset:
-    data = {k: (dims, np.asarray(rec[k], dtype=np.float64)) for k, dims in spec.variables().items()}
-    ds = xr.Dataset(data, coords={d: np.arange(n) for d, n in spec.dims().items()})
-    ds.attrs.update(
-        id=rec["id"],
-        **{a.name: a.kind(rec[a.name]) for a in spec.axes},
-        **{k: rec[k] for k in TEXTS},
-        experiment=spec.experiment,
-        config=json.dumps(spec.settings()),
-    )
-    return ds
-
-
 def _write_point(points_dir: Path, rec: dict, spec: AbstractSweepSpec) -> Path:
     return _write_netcdf_atomic(_point_dataset(rec, spec), points_dir / f"{rec['id']}.nc")
-
-
-class _Rejected(Exception):
-    """A point file that is not merged; the message says why."""
-
-
-def _point_schema(spec: AbstractSweepSpec) -> dict[str, tuple[tuple[str, ...], str, tuple]]:
-    """The variables of a point file of this sweep: name → (dims, dtype kind, shape)."""
-    sizes = spec.dims()
-    schema: dict[str, tuple[tuple[str, ...], str, tuple]] = {
-        d: ((d,), "i", (n,)) for d, n in sizes.items()
-    }
-    for name, dims in spec.variables().items():
-        schema[name] = (tuple(dims), "f", tuple(sizes[d] for d in dims))
-    return schema
-
-
-def _point_max_bytes(spec: AbstractSweepSpec) -> int:
-    # a point holds a few curves and ~20 numbers: tens of kB. Anything far larger is not
-    # read into memory.
-    return (1 << 20) + 64 * sum(spec.dims().values())
-
-
-def _check_point_layout(data: bytes, spec: AbstractSweepSpec) -> None:
-    """Refuse (`_Rejected`) a point file that could make HDF5 read other files, or whose
-    variables, shapes or dtypes are not those of `_point_schema`: checked on the raw HDF5
-    before netCDF parses anything, so a crafted size is never allocated."""
-    import h5py
-
-    hazard = hdf5_hazard(io.BytesIO(data))
-    if hazard is not None:
-        raise _Rejected(hazard)
-    schema = _point_schema(spec)
-    with h5py.File(io.BytesIO(data), "r") as f:
-        names = set(f)
-        if names != set(schema):
-            missing, extra = sorted(set(schema) - names), sorted(names - set(schema))
-            raise _Rejected(
-                "not the variables of a point file"
-                + (f"; missing {missing}" if missing else "")
-                + (f"; unexpected {extra}" if extra else "")
-            )
-        for name, (_, kind, shape) in schema.items():
-            obj = f[name]
-            if not isinstance(obj, h5py.Dataset):
-                raise _Rejected(f"{name!r} is a group, not a variable")
-            if obj.shape != shape or obj.dtype.kind != kind or obj.dtype.itemsize != 8:
-                raise _Rejected(
-                    f"variable {name!r} is {obj.dtype} of shape {obj.shape}; a point of this "
-                    f"sweep has {'float64' if kind == 'f' else 'int64'} of shape {shape}"
-                )
-
-
-def _read_point(path: Path, spec: AbstractSweepSpec) -> tuple[dict | None, str | None]:
-    """A point record from its file: (record, None), or (None, why the file is rejected)
-    when it is unreadable, could read other files (`hdf5_hazard`), does not have the
-    layout of a point of this sweep (`_point_schema`), or was written with other
-    settings."""
-    try:
-        st = path.lstat()
-        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read; a link may lead out
-            raise _Rejected("not a regular file (a folder, link, FIFO or device)")
-        size = st.st_size
-        if size > _point_max_bytes(spec):
-            raise _Rejected(f"{size} bytes, far more than a point file of this sweep")
-        # read once: the bytes checked are the bytes parsed, whatever happens to the file
-        data = path.read_bytes()
-        _check_point_layout(data, spec)
-        # raw values: no attribute of the file may change what is read (scales, units)
-        ds = xr.load_dataset(io.BytesIO(data), engine="h5netcdf", decode_cf=False)
-        schema = _point_schema(spec)
-        for name, (dims, _, _) in schema.items():
-            if ds[name].dims != dims:
-                raise _Rejected(f"variable {name!r} has dimensions {ds[name].dims}, not {dims}")
-        attrs = ds.attrs
-        try:
-            saved = spec.upgrade_settings(json.loads(attrs["config"]))
-            point = tuple(a.kind(attrs[a.name]) for a in spec.axes)
-            texts = {k: attrs.get(k, "") for k in TEXTS}
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise _Rejected(f"its attributes are malformed ({error_text(exc)})") from None
-        if not isinstance(saved, dict) or not all(isinstance(v, str) for v in texts.values()):
-            raise _Rejected("its attributes are malformed")
-        try:  # coordinates a grid could hold: the combined file is indexed by them
-            for a, v in zip(spec.axes, point, strict=True):
-                a.parse([v])
-        except ConfigError as exc:
-            raise _Rejected(f"not a grid point ({exc})") from None
-        mine = spec.settings()
-        diff = [k for k in sorted(set(saved) | set(mine)) if saved.get(k) != mine.get(k)]
-        if diff:
-            was = ", ".join(f"{k}={saved.get(k)!r}" for k in diff)
-            now = ", ".join(f"{k}={mine.get(k)!r}" for k in diff)
-            raise _Rejected(f"written with other settings ({was}; this sweep: {now})")
-        if attrs.get("id") != path.stem or spec.point_id(point) != path.stem:
-            coords = ", ".join(f"{a.name}={v!r}" for a, v in zip(spec.axes, point, strict=True))
-            raise _Rejected(
-                f"it holds point {attrs.get('id')!r} ({coords}), not the point its name says"
-            )
-        if texts["status"] not in ("ok", "failed"):
-            raise _Rejected(f"status {texts['status']!r} is neither 'ok' nor 'failed'")
-        rec = {
-            "id": path.stem,
-            **{a.name: v for a, v in zip(spec.axes, point, strict=True)},
-            **texts,
-        }
-        for name, dims in spec.variables().items():
-            values = np.asarray(ds[name].values, dtype=np.float64)
-            rec[name] = values if dims else float(values)
-        return rec, None
-    except _Rejected as exc:
-        return None, str(exc)
-    except Exception as exc:  # noqa: BLE001 - an unreadable point is reported and recomputed
-        return None, f"unreadable ({error_text(exc)})"
-
-
-def combine_records(spec: AbstractSweepSpec, records: Iterable[dict]) -> xr.Dataset:
-    """The labelled results of `records` on the grid axes (and the per-point dimensions):
-    numbers first, then curves, then the texts; combinations without a record have NaN
-    and status 'missing'. Attributes: experiment, format, settings (`config`), versions."""
-    records = list(records)
-    coords = {a.name: sorted({r[a.name] for r in records}) for a in spec.axes}
-    index = {name: {v: i for i, v in enumerate(vals)} for name, vals in coords.items()}
-    shape = tuple(len(v) for v in coords.values())
-    sizes = spec.dims()
-    variables = spec.variables()
-    order = [k for k, d in variables.items() if not d] + [k for k, d in variables.items() if d]
-    values = {k: np.full(shape + tuple(sizes[d] for d in variables[k]), np.nan) for k in order}
-    texts = {k: np.full(shape, "", dtype=object) for k in TEXTS}
-    texts["status"][...] = "missing"
-    for r in records:
-        idx = tuple(index[a.name][r[a.name]] for a in spec.axes)
-        for k in order:
-            values[k][idx] = r[k]
-        for k in TEXTS:
-            texts[k][idx] = r[k]
-    axes = tuple(coords)
-    data = {k: (axes + tuple(variables[k]), values[k]) for k in order}
-    data.update({k: (axes, v.astype(str)) for k, v in texts.items()})
-    kinds = {a.name: np.int64 if a.kind is int else np.float64 for a in spec.axes}
-    ds = xr.Dataset(
-        data,
-        coords={
-            **{n: np.asarray(v, dtype=kinds[n]) for n, v in coords.items()},
-            **{d: np.arange(n) for d, n in sizes.items()},
-        },
-    )
-    ds["status"].attrs["description"] = "'ok', 'failed' or 'missing' (never run)"
-    ds["error"].attrs["description"] = "error message of a failed point"
-    ds.attrs.update(
-        experiment=spec.experiment,
-        format=FORMAT,
-        config=json.dumps(spec.settings()),
-        versions=json.dumps(versions()),
-    )
-    return ds
-
-
-def load_sweep(path) -> xr.Dataset:
-    """A combined results file (sweep.nc), refused (`ConfigError`) if it could read other
-    files (`hdf5_hazard`)."""
-    path = Path(path)
-    data = path.read_bytes()  # the bytes checked are the bytes parsed
-    hazard = hdf5_hazard(io.BytesIO(data))
-    if hazard is not None:
-        raise ConfigError(f"refusing to read {path}: {hazard}.")
-    return xr.load_dataset(io.BytesIO(data), engine="h5netcdf")
 
 
 def _check_out(out: Path, spec: AbstractSweepSpec) -> bool:

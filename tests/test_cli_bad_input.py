@@ -16,7 +16,7 @@ import argparse
 
 import pytest
 
-from flows import ConfigError, _cli, _sweep
+from flows import ConfigError, _cli, _grid, _sweep
 from flows import _flags as fl
 from flows.experiments import EXPERIMENTS
 
@@ -399,11 +399,11 @@ def test_a_seed_range_beyond_a_sweep_is_refused_before_building(exp, tmp_path, c
     out = tmp_path / "o"
     code, err = run(base_argv("sweep", exp, str(out)) + ["--seeds", "0-99999999"], capsys)
     assert code == 2 and "--seeds" in err, err
-    assert "100,000,000 seeds" in err and f"{_sweep.MAX_GRID_POINTS:,}" in err, err
+    assert "100,000,000 seeds" in err and f"{_grid.MAX_GRID_POINTS:,}" in err, err
     argv = base_argv("sweep", exp, str(out)) + ["--seeds", "0-49999"]
     axis = next(f for f in argv if f in VALID_GRID)
     i = argv.index(axis) + 1
     argv[i] = {"--m": "20,30,40", "--depth": "2,3,4", "--init": "1e-4,1e-3,1e-2"}[axis]
     code, err = run(argv, capsys)
-    assert code == 2 and "150,000 points" in err and f"{_sweep.MAX_GRID_POINTS:,}" in err, err
+    assert code == 2 and "150,000 points" in err and f"{_grid.MAX_GRID_POINTS:,}" in err, err
     assert list(tmp_path.iterdir()) == []

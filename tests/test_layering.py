@@ -41,7 +41,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         },
         "tests/test_claims.py": {"flows._checks"},
         "tests/test_cli.py": {"flows._cli"},
-        "tests/test_cli_bad_input.py": {"flows._cli", "flows._flags", "flows._sweep"},
+        "tests/test_cli_bad_input.py": {"flows._cli", "flows._flags", "flows._grid", "flows._sweep"},
         "tests/test_cli_environment.py": {"flows._cli_output"},
         "tests/test_cli_start.py": {"flows._cli"},
         "tests/test_compile_cache.py": {
