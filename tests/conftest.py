@@ -66,19 +66,13 @@ def tree_allclose():
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _fresh_compilation_caches():
-    """Drop compiled programs after each test module. In one long pytest process the
-    accumulated XLA executables (hundreds of solves, the non-smooth event loops) ended in a
-    segmentation fault (jaxlib 0.10.2); each module passes on its own. Clearing keeps the
-    process's state bounded. Narrowed on 2026-12-03: without the clearing, and with the
-    persistent compilation cache on, the crash came in `deserialize_executable` (loading a
-    cached program, no compilation) inside tests/test_sweep.py — so the trigger is the
-    number of executables loaded into one XLA CPU client, not the compiler itself."""
+def _bounded_compiled_programs():
+    """Keep the process far from its memory-map limit. Each cached XLA CPU executable holds
+    about three memory mappings; at the kernel's limit (`vm.max_map_count`, 65 530) LLVM
+    cannot map a new program and the process segfaults — the crash this suite met in one
+    long process (root cause found 2026-12-04, see `flows._compile`). The engine drops its
+    compiled programs at half the limit before compiling; after each test module, compiled
+    programs are dropped here already at a quarter of it (tests also compile outside the
+    engine's caches). Until then modules share what earlier ones compiled."""
     yield
-    import jax
-
-    from flows import _nonsmooth, _solvers
-
-    _nonsmooth._CACHE.clear()
-    _solvers._COMPILED.clear()
-    jax.clear_caches()
+    _compile.relieve_map_pressure(threshold=0.25)

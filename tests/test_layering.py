@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNALS: dict[str, frozenset[str]] = {
     k: frozenset(v)
     for k, v in {
-        "benchmarks/guard_nonsmooth.py": {"flows._nonsmooth"},
-        "tests/conftest.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
+        "tests/guards/guard_nonsmooth.py": {"flows._nonsmooth"},
+        "tests/conftest.py": {"flows._compile"},
         "tests/test_api_misuse.py": {
             "flows._arguments",
             "flows._baselines",
@@ -41,7 +41,12 @@ INTERNALS: dict[str, frozenset[str]] = {
         },
         "tests/test_claims.py": {"flows._checks"},
         "tests/test_cli.py": {"flows._cli"},
-        "tests/test_cli_bad_input.py": {"flows._cli", "flows._flags", "flows._grid", "flows._sweep"},
+        "tests/test_cli_bad_input.py": {
+            "flows._cli",
+            "flows._flags",
+            "flows._grid",
+            "flows._sweep",
+        },
         "tests/test_cli_environment.py": {"flows._cli_output"},
         "tests/test_cli_start.py": {"flows._cli"},
         "tests/test_compile_cache.py": {
@@ -52,6 +57,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         },
         "tests/test_deep_linear.py": {"flows._cli"},
         "tests/test_error_norm_cli.py": {"flows._cli"},
+        "tests/test_map_limit.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
         "tests/test_nonsmooth.py": {"flows._kinks"},
         "tests/test_nonsmooth_units.py": {"flows._nonsmooth"},
         "tests/test_output_safety.py": {"flows._cli", "flows._io"},

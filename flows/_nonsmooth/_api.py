@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import _compile
 from .._compile import callback_free
 from .._errors import ConfigError, SolverError
 from .._problem import Problem
@@ -51,6 +52,7 @@ _CODES = {
 
 #: Compiled loops, keyed by (run/resume, settings, problem structure); at most 16.
 _CACHE: dict = {}
+_compile.register_cache(_CACHE.clear)
 
 
 def _no_observables(problem, theta, t):
@@ -187,6 +189,7 @@ def _solve(problem, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, l
     def compiled_for(kind, fn, settings, *args):
         key = (kind, settings, structure)
         if key not in _CACHE:
+            _compile.relieve_map_pressure()  # before compiling: see `flows._compile`
             jitted = jax.jit(functools.partial(fn, static=static, settings=settings, layout=layout))
             if len(_CACHE) >= 16:
                 _CACHE.pop(next(iter(_CACHE)))

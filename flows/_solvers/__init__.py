@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
+from .. import _compile
 from .._errors import ConfigError
 from ._eserk import ESERK4
 from ._implicit import is_matrix_free, kvaerno5, matrix_free_kvaerno5, reports_products_to
@@ -479,6 +480,7 @@ EVAL_COUNTER = EvalCounter()
 #: structure and shapes, so repeated runs (seeds, benchmarks, sweeps over equal shapes)
 #: compile once.
 _COMPILED: dict[Hashable, Any] = {}
+_compile.register_cache(_COMPILED.clear)
 
 _T = TypeVar("_T")
 
@@ -489,6 +491,7 @@ def cached(key: Hashable, build: Callable[[], _T]) -> tuple[_T, bool]:
     fn = _COMPILED.get(key)
     if fn is not None:
         return fn, False
+    _compile.relieve_map_pressure()  # before compiling: see `flows._compile`
     fn = build()
     _COMPILED[key] = fn
     return fn, True

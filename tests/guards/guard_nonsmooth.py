@@ -8,9 +8,9 @@ bias-plateau deep net from its stored states at t = 10.86 (multi-layer sliding e
 t = 58 (coupled kinks: the complementarity solve), a sample dead in one layer (slaved
 pairs), and slot growth on the loss clock.
 
-    PYTHONPATH=/path/to/old/checkout python benchmarks/guard_nonsmooth.py record old.pkl
-    python benchmarks/guard_nonsmooth.py record new.pkl
-    python benchmarks/guard_nonsmooth.py compare old.pkl new.pkl
+    PYTHONPATH=/path/to/old/checkout python tests/guards/guard_nonsmooth.py record old.pkl
+    python tests/guards/guard_nonsmooth.py record new.pkl
+    python tests/guards/guard_nonsmooth.py compare old.pkl new.pkl
 
 `compare` prints, per run, whether every array is identical and whether each compiled
 program's HLO is (source locations stripped); it exits 1 on any difference. Library
@@ -40,7 +40,7 @@ from flows.experiments.linear_teacher.data import antipodal_with_outlier, symmet
 from flows.models.deep import DeepFCN
 from flows.models.leaky import LeakyReLUNet
 
-TD = Path(__file__).resolve().parents[1] / "tests" / "data"
+TD = Path(__file__).resolve().parents[1] / "data"
 
 
 def stored(t):
