@@ -350,6 +350,8 @@ def simulate_nonsmooth(
         problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, clock, kw
     )
     t0, t1, rtol, atol = tols
+    kinks = problem.model.activation_kinks
+    assert kinks is not None  # checked by _checked
     out, growth, compile_s, wall_s = _solve(problem, ts, pts_mask, t0, t1, settings, bounds, layout)
     config = {
         "method": "gradient flow, piecewise-smooth (Tsit5 within an activation pattern, "
@@ -366,8 +368,8 @@ def simulate_nonsmooth(
             "max_events": bounds.max_events,
             "storm_window": settings.storm_window,
             "storm_span": settings.storm_span,
-            "activation_kinks": list(problem.model.activation_kinks.kinks),
-            "activation_slopes": list(problem.model.activation_kinks.slopes),
+            "activation_kinks": list(kinks.kinks),
+            "activation_slopes": list(kinks.slopes),
         },
         "clock": clock,
         "rtol": rtol,

@@ -368,7 +368,7 @@ def rock4_table() -> list[dict]:
     """The stored derivation (`TABLE_FILE`): per degree s, ℓ_s, ℓ_max(s), the roots of w_4
     (re, im, re, im) and the finishing coefficients (a21, a31, a32, a41, a42, a43,
     b1…b4)."""
-    return json.loads(resources.files(__package__).joinpath(TABLE_FILE).read_text("utf-8"))
+    return json.loads(resources.files("flows._solvers").joinpath(TABLE_FILE).read_text("utf-8"))
 
 
 @functools.cache
