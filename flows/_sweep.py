@@ -173,9 +173,25 @@ class AbstractSweepSpec(abc.ABC):
     def variables(self) -> dict[str, tuple[str, ...]]:
         """The per-point float64 variables, name → dimensions (() for a number)."""
 
-    @abc.abstractmethod
     def run_batch(self, points: list[tuple], pad_to: int = 0) -> list[dict]:
-        """Compute `points` (one `batch_key`); one record per point, in order."""
+        """Compute `points` (one `batch_key`); one record per point, in order. By default
+        one point at a time through `run_point`, a point that raises recorded as failed
+        with its error (override to solve a batch at once)."""
+        records = []
+        for point in points:
+            rec = self.blank_record(point)
+            try:
+                rec.update(self.run_point(*point), status="ok")
+            except Exception as exc:  # noqa: BLE001 - recorded for this point only
+                rec["error"] = error_text(exc)
+            records.append(rec)
+        return records
+
+    def run_point(self, *point) -> dict:
+        """The variables of one point (used by the default `run_batch`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} implements neither `run_batch` nor `run_point`."
+        )
 
     def check(self, points: list[tuple]) -> None:
         """Refuse (`ConfigError`) before anything is written what every point would fail."""
@@ -223,6 +239,30 @@ class AbstractSweepSpec(abc.ABC):
 
     def summary_notes(self, records: list[dict], plotted: Any) -> list[str]:
         return []
+
+
+# --- summary tables: the helpers every paper's `summary_table` uses ---------------------
+
+
+def mean_sd(values) -> tuple[float, float]:
+    """(mean, sample standard deviation) of the finite values; NaN where there are too few."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    mean = float(np.mean(v)) if v.size else math.nan
+    return mean, float(np.std(v, ddof=1)) if v.size > 1 else math.nan
+
+
+def fmt_number(x: float, digits: int = 3) -> str:
+    """`x` to `digits` significant digits, or 'NaN'."""
+    return f"{x:.{digits}g}" if math.isfinite(x) else "NaN"
+
+
+def grouped(records: Iterable[Mapping], *keys: str) -> list[tuple[tuple, list]]:
+    """The records grouped by the values of `keys`, in sorted key order."""
+    by: dict = {}
+    for r in records:
+        by.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return sorted(by.items())
 
 
 def point_name_pattern(spec: AbstractSweepSpec) -> re.Pattern:

@@ -61,6 +61,9 @@ from ._solvers import ERROR_NORMS as ERROR_NORMS
 from ._solvers import SOLVER_METHODS as SOLVER_METHODS
 from ._solvers import check_error_norm as check_error_norm
 from ._solvers import resolve_solver_name as resolve_solver_name
+from ._sweep import fmt_number as fmt_number
+from ._sweep import grouped as grouped
+from ._sweep import mean_sd as mean_sd
 from ._sweep_points import combine_records as combine_records
 from ._sweep_points import error_text as error_text
 from ._validate import as_bool as as_bool
@@ -104,9 +107,12 @@ __all__ = [
     "Axis",
     "combine_records",
     "error_text",
+    "fmt_number",
     "grid_items",
     "grid_points",
     "grid_type",
+    "grouped",
+    "mean_sd",
     "no_duplicates",
     "parse_prng_seeds",
     "parse_seeds",

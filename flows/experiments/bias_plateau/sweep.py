@@ -45,8 +45,10 @@ from flows.plugin import (
     as_float,
     as_int,
     as_tolerance,
-    error_text,
+    fmt_number,
     grid_items,
+    grouped,
+    mean_sd,
     no_duplicates,
     parse_prng_seeds,
     to_float,
@@ -304,16 +306,8 @@ class PlateauSweep(AbstractSweepSpec):
         for depth in sorted({p[0] for p in points}):  # the models build (cheap, no solve)
             DeepFCN(d=16, k=c.k, depth=depth, width=c.width, activation=c.activation)
 
-    def run_batch(self, points: list[tuple], pad_to: int = 0) -> list[dict]:
-        records = []
-        for point in points:
-            rec = self.blank_record(point)
-            try:
-                rec.update(run_point(self.config, *point), status="ok")
-            except Exception as exc:  # noqa: BLE001 - recorded for this point only
-                rec["error"] = error_text(exc)
-            records.append(rec)
-        return records
+    def run_point(self, depth: int, delta: float, seed: int) -> dict:
+        return run_point(self.config, depth, delta, seed)
 
     def point_label(self, rec) -> str:
         return f"depth={rec['depth']} δ={rec['delta']:g} seed={rec['seed']}"
@@ -341,30 +335,16 @@ class PlateauSweep(AbstractSweepSpec):
         lines = [
             f"{'depth':>6} {'δ':>8} {'plateau':>8} {'± sd':>7} {'error(T)':>9} {'Δ_min':>8}  ok/n"
         ]
-        by: dict = {}
-        for r in records:
-            by.setdefault((r["depth"], r["delta"]), []).append(r)
-        for (depth, delta), rs in sorted(by.items()):
+        for (depth, delta), rs in grouped(records, "depth", "delta"):
             ok = [r for r in rs if r["status"] == "ok"]
-            length = np.array([r["plateau_length"] for r in ok], dtype=float)
-            mean, sd = _mean_sd(length)
-            err = _mean_sd(np.array([r["train_error_final"] for r in ok], dtype=float))[0]
-            gap = _mean_sd(np.array([r["bias_gap"] for r in ok], dtype=float))[0]
+            mean, sd = mean_sd([r["plateau_length"] for r in ok])
+            err = mean_sd([r["train_error_final"] for r in ok])[0]
+            gap = mean_sd([r["bias_gap"] for r in ok])[0]
             lines.append(
-                f"{depth:>6} {delta:>8g} {_fmt(mean):>8} {_fmt(sd, 2):>7} {_fmt(err):>9} "
-                f"{_fmt(gap):>8} {len(ok):>3}/{len(rs)}"
+                f"{depth:>6} {delta:>8g} {fmt_number(mean):>8} {fmt_number(sd, 2):>7} "
+                f"{fmt_number(err):>9} {fmt_number(gap):>8} {len(ok):>3}/{len(rs)}"
             )
         return lines
-
-
-def _mean_sd(v: np.ndarray) -> tuple[float, float]:
-    v = v[np.isfinite(v)]
-    mean = float(np.mean(v)) if v.size else math.nan
-    return mean, float(np.std(v, ddof=1)) if v.size > 1 else math.nan
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    return f"{x:.{digits}g}" if math.isfinite(x) else "NaN"
 
 
 def plateau_sweep(

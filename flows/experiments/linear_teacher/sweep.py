@@ -40,8 +40,10 @@ from flows.plugin import (
     as_float,
     as_int,
     as_tolerance,
-    error_text,
+    fmt_number,
     grid_items,
+    grouped,
+    mean_sd,
     no_duplicates,
     parse_prng_seeds,
     to_float,
@@ -210,16 +212,8 @@ class TeacherSweep(AbstractSweepSpec):
     def variables(self) -> dict[str, tuple[str, ...]]:
         return {**{k: ("save",) for k in CURVES}, **{k: () for k in SCALARS}}
 
-    def run_batch(self, points: list[tuple], pad_to: int = 0) -> list[dict]:
-        records = []
-        for point in points:
-            rec = self.blank_record(point)
-            try:
-                rec.update(run_point(self.config, *point), status="ok")
-            except Exception as exc:  # noqa: BLE001 - recorded for this point only
-                rec["error"] = error_text(exc)
-            records.append(rec)
-        return records
+    def run_point(self, init: float, slope: float, seed: int) -> dict:
+        return run_point(self.config, init, slope, seed)
 
     def point_label(self, rec) -> str:
         return f"init={rec['init']:g} α={rec['slope']:g} seed={rec['seed']}"
@@ -245,30 +239,17 @@ class TeacherSweep(AbstractSweepSpec):
             f"{'init':>8} {'α':>6} {'r/‖w̄−ū‖':>10} {'PAR share':>9} {'margin':>9} "
             f"{'loss(t1)':>9}  ok/n"
         ]
-        by: dict = {}
-        for r in records:
-            by.setdefault((r["init"], r["slope"]), []).append(r)
-        for (init, slope), rs in sorted(by.items()):
+        for (init, slope), rs in grouped(records, "init", "slope"):
             ok = [r for r in rs if r["status"] == "ok"]
             cols = [
-                _mean([r[k] for r in ok])
+                fmt_number(mean_sd([r[k] for r in ok])[0])
                 for k in ("r_rel_final", "par_share_final", "margin_final", "loss_final")
             ]
             lines.append(
-                f"{init:>8g} {slope:>6g} {_fmt(cols[0]):>10} {_fmt(cols[1]):>9} "
-                f"{_fmt(cols[2]):>9} {_fmt(cols[3]):>9} {len(ok):>3}/{len(rs)}"
+                f"{init:>8g} {slope:>6g} {cols[0]:>10} {cols[1]:>9} {cols[2]:>9} {cols[3]:>9} "
+                f"{len(ok):>3}/{len(rs)}"
             )
         return lines
-
-
-def _mean(values) -> float:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    return float(np.mean(v)) if v.size else math.nan
-
-
-def _fmt(x: float, digits: int = 3) -> str:
-    return f"{x:.{digits}g}" if math.isfinite(x) else "NaN"
 
 
 def teacher_sweep(

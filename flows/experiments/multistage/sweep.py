@@ -55,8 +55,11 @@ from flows.plugin import (
     check_memory,
     combine_records,
     error_text,
+    fmt_number,
     grid_items,
     grid_points,
+    grouped,
+    mean_sd,
     no_duplicates,
     parse_seeds,
     to_float,
@@ -522,18 +525,13 @@ class MultistageSweep(AbstractSweepSpec):
 
     def summary_table(self, records: list[dict]) -> list[str]:
         lines = [f"{'m':>8} {'α':>6} {'T_p':>8} {'T_d mean':>9} {'± sd':>7}  reached/n"]
-        by: dict = {}
-        for r in records:
-            by.setdefault((r["m"], r["alpha"]), []).append(r)
-        for (m_, a_), rs in sorted(by.items()):
+        for (m_, a_), rs in grouped(records, "m", "alpha"):
             vals = np.array([r["T_d"] for r in rs if r["status"] == "ok"], dtype=float)
-            fin = vals[np.isfinite(vals)]
-            mean = float(np.mean(fin)) if fin.size else float("nan")
-            sd = float(np.std(fin, ddof=1)) if fin.size > 1 else float("nan")
+            mean, sd = mean_sd(vals)
             t_p = next((r["T_p"] for r in rs if math.isfinite(r["T_p"])), float("nan"))
             lines.append(
-                f"{m_:>8} {a_:>6g} {_fmt(t_p):>8} {_fmt(mean):>9} {_fmt(sd, 2):>7} "
-                f"{fin.size:>6}/{len(rs)}"
+                f"{m_:>8} {a_:>6g} {fmt_number(t_p, 4):>8} {fmt_number(mean, 4):>9} "
+                f"{fmt_number(sd, 2):>7} {np.isfinite(vals).sum():>6}/{len(rs)}"
             )
         return lines
 
@@ -715,10 +713,6 @@ def descent_sweep(
 
 # ---------------------------------------------------------------------------------------
 # Figure
-
-
-def _fmt(x: float, digits: int = 4) -> str:
-    return f"{x:.{digits}g}" if math.isfinite(x) else "NaN"
 
 
 def _slope_text(fit: float) -> str:
