@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
-import html
 import json
 import math
 import os
@@ -53,6 +52,9 @@ __all__ = [
     "simulate_report",
 ]
 
+from ._report_assets import _CSS, _JS
+from ._report_svg import _e, svg_chart
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Most points of a curve embedded in a report (longer curves are thinned, keeping the
 #: first and last point).
@@ -70,10 +72,6 @@ class Curve:
 
 # ---------------------------------------------------------------------------------------
 # Small helpers
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _num(v: Any) -> str:
@@ -157,256 +155,6 @@ def git_revision(path: str | os.PathLike | None = None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return rev + ("+dirty" if dirty else "") if rev else None
-
-
-# ---------------------------------------------------------------------------------------
-# Inline SVG charts (drawn here, so they show with scripts off)
-
-_W, _H = 640, 300
-_M = {"l": 64, "r": 16, "t": 14, "b": 42}
-_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
-
-
-def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        return [lo]
-    raw = (hi - lo) / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
-    first = math.ceil(lo / step) * step
-    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
-
-
-def _log_ticks(lo: float, hi: float) -> list[float]:
-    a, b = math.floor(lo), math.ceil(hi)
-    step = max(1, (b - a) // 6)
-    return [float(k) for k in range(a, b + 1, step) if lo - 1e-9 <= k <= hi + 1e-9]
-
-
-class _Axis:
-    def __init__(self, values: Iterable[float], log: bool, lo_px: float, hi_px: float):
-        vals = [v for v in values if math.isfinite(v) and (v > 0 or not log)]
-        self.log = log and bool(vals)
-        t = [math.log10(v) for v in vals] if self.log else list(vals)
-        lo, hi = (min(t), max(t)) if t else (0.0, 1.0)
-        if hi == lo:
-            pad = abs(lo) * 0.05 or 0.5
-            lo, hi = lo - pad, hi + pad
-        else:
-            pad = (hi - lo) * 0.03
-            lo, hi = lo - pad, hi + pad
-        self.lo, self.hi, self.lo_px, self.hi_px = lo, hi, lo_px, hi_px
-
-    def tr(self, v: float) -> float | None:
-        if not math.isfinite(v) or (self.log and v <= 0):
-            return None
-        t = math.log10(v) if self.log else v
-        return self.lo_px + (t - self.lo) / (self.hi - self.lo) * (self.hi_px - self.lo_px)
-
-    def ticks(self) -> list[tuple[float, str]]:
-        if self.log:
-            return [(10**k, f"1e{int(k)}") for k in _log_ticks(self.lo, self.hi)]
-        return [(v, f"{v:.4g}") for v in _nice_ticks(self.lo, self.hi)]
-
-
-def svg_chart(
-    series: Sequence[Mapping[str, Any]],
-    *,
-    x_label: str,
-    y_label: str,
-    x_log: bool = False,
-    y_log: bool = False,
-    title: str = "",
-) -> str:
-    """An inline `<svg>` line/marker chart. Each series: `x`, `y`, optional `label`,
-    `y_err`, `dashed`, `markers`."""
-    xs = [v for s in series for v in s["x"]]
-    ys = [v for s in series for v in s["y"]]
-    for s in series:
-        if s.get("y_err"):
-            ys += [y + e for y, e in zip(s["y"], s["y_err"], strict=False)]
-            ys += [y - e for y, e in zip(s["y"], s["y_err"], strict=False)]
-    ax = _Axis(xs, x_log, _M["l"], _W - _M["r"])
-    ay = _Axis(ys, y_log, _H - _M["b"], _M["t"])
-    out = [
-        f'<svg class="chart" viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
-        f'aria-label="{_e(title or y_label)}">',
-        f'<rect x="{_M["l"]}" y="{_M["t"]}" width="{_W - _M["l"] - _M["r"]}" '
-        f'height="{_H - _M["t"] - _M["b"]}" fill="#fff" stroke="#bbb"/>',
-    ]
-    for v, text in ax.ticks():
-        px = ax.tr(v)
-        if px is not None:
-            out.append(
-                f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{_M["t"]}" y2="{_H - _M["b"]}" '
-                f'stroke="#eee"/><text x="{px:.1f}" y="{_H - _M["b"] + 15}" '
-                f'text-anchor="middle">{_e(text)}</text>'
-            )
-    for v, text in ay.ticks():
-        py = ay.tr(v)
-        if py is not None:
-            out.append(
-                f'<line x1="{_M["l"]}" x2="{_W - _M["r"]}" y1="{py:.1f}" y2="{py:.1f}" '
-                f'stroke="#eee"/><text x="{_M["l"] - 5}" y="{py + 4:.1f}" '
-                f'text-anchor="end">{_e(text)}</text>'
-            )
-    out.append(
-        f'<text x="{(_M["l"] + _W - _M["r"]) / 2}" y="{_H - 6}" text-anchor="middle">'
-        f"{_e(x_label)}</text>"
-        f'<text transform="translate(14 {(_H - _M["b"] + _M["t"]) / 2}) rotate(-90)" '
-        f'text-anchor="middle">{_e(y_label)}</text>'
-    )
-    legend = []
-    for i, s in enumerate(series):
-        color = s.get("color") or _COLORS[i % len(_COLORS)]
-        pts = []
-        for x, y in zip(s["x"], s["y"], strict=False):
-            px, py = ax.tr(float(x)), ay.tr(float(y))
-            if px is not None and py is not None:
-                pts.append((px, py))
-        dash = ' stroke-dasharray="6 4"' if s.get("dashed") else ""
-        if len(pts) > 1:
-            d = "M" + " L".join(f"{px:.1f} {py:.1f}" for px, py in pts)
-            out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>')
-        if s.get("markers") or len(pts) == 1:
-            out += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>' for px, py in pts]
-        for x, y, err in zip(s["x"], s["y"], s.get("y_err") or (), strict=False):
-            px, p1, p2 = ax.tr(float(x)), ay.tr(float(y) - err), ay.tr(float(y) + err)
-            if px is not None and p1 is not None and p2 is not None:
-                out.append(
-                    f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{p1:.1f}" y2="{p2:.1f}" '
-                    f'stroke="{color}"/>'
-                )
-        if s.get("label"):
-            legend.append((s["label"], color, bool(s.get("dashed"))))
-    if legend:
-        out.append(
-            f'<rect x="{_W - _M["r"] - 156}" y="{_M["t"] + 2}" width="152" '
-            f'height="{16 * len(legend) + 4}" fill="#fff" fill-opacity="0.85"/>'
-        )
-    for i, (label, color, dashed) in enumerate(legend):
-        y = _M["t"] + 14 + 16 * i
-        dash = ' stroke-dasharray="6 4"' if dashed else ""
-        out.append(
-            f'<line x1="{_W - _M["r"] - 150}" x2="{_W - _M["r"] - 126}" y1="{y - 4}" '
-            f'y2="{y - 4}" stroke="{color}" stroke-width="2"{dash}/><text '
-            f'x="{_W - _M["r"] - 120}" y="{y}">{_e(label)}</text>'
-        )
-    out.append("</svg>")
-    return "".join(out)
-
-
-# ---------------------------------------------------------------------------------------
-# Page frame
-
-_CSS = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#222;
-background:#fafafa}
-main{max-width:1000px;margin:0 auto;padding:1em 1.2em 3em}
-h1{font-size:1.5em;margin:.4em 0 .2em}h2{font-size:1.2em;margin-top:1.6em;
-border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:.2em 0}
-.sub{color:#555;margin:0 0 1em}
-table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
-td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere}
-th{background:#f0f0f0}
-.verdict{display:inline-block;padding:1px 8px;border-radius:9px;font-weight:600;
-font-size:.85em;white-space:nowrap}
-.v-holds{background:#d9f2dd;color:#14532d}.v-fails{background:#fbd5d5;color:#7f1d1d}
-.v-na{background:#e5e7eb;color:#374151}.v-vacuous{background:#ede9fe;color:#4c1d95}
-.v-undecided{background:#fef3c7;color:#78350f}
-.claim{background:#fff;border:1px solid #ddd;border-left:5px solid #9ca3af;border-radius:4px;
-padding:.6em .9em;margin:1em 0}
-.claim.holds{border-left-color:#16a34a}.claim.fails{border-left-color:#dc2626}
-.ref{color:#444;font-size:.9em;margin:.1em 0 .4em}
-.statement{font-style:italic;margin:.3em 0}
-.pm td:first-child{font-weight:600;white-space:nowrap}
-img.fig{max-width:100%;height:auto;border:1px solid #eee;background:#fff}
-svg.chart{max-width:100%;height:auto;font-size:11px;background:#fff}
-.chartbox{margin:.5em 0}
-.hint{color:#666;font-size:.85em}
-pre{background:#f4f4f4;padding:.6em;overflow-x:auto;font-size:.8em}
-details{margin:.4em 0}summary{cursor:pointer;color:#333}
-.counts span{margin-right:1em}
-nav a{margin-right:.8em}
-@media print{details{display:block}}
-"""
-
-# Zooming for the charts of class "zoom": drag across the plot to zoom into a time range,
-# double-click (or "reset") to return; "log t" / "log y" switch the axes. The static SVG
-# drawn by Python stays in place until the script replaces it, so nothing depends on it.
-_JS = r"""
-(function(){
-"use strict";
-var W=640,H=300,M={l:64,r:16,t:14,b:42},C=["#1f77b4","#d62728","#2ca02c","#9467bd",
-"#ff7f0e","#8c564b"];
-function esc(s){return String(s).replace(/[&<>"]/g,function(c){return {"&":"&amp;",
-"<":"&lt;",">":"&gt;",'"':"&quot;"}[c];});}
-function tf(v,lg){return lg?(v>0?Math.log10(v):NaN):v;}
-function ticks(lo,hi,lg){var t=[];if(lg){var a=Math.floor(lo),b=Math.ceil(hi),
-s=Math.max(1,Math.floor((b-a)/6));for(var k=a;k<=b;k+=s){if(k>=lo-1e-9&&k<=hi+1e-9)
-t.push([k,"1e"+k]);}return t;}var raw=(hi-lo)/5,mag=Math.pow(10,Math.floor(Math.log10(raw))),
-st=[1,2,2.5,5,10].map(function(s){return s*mag;}).filter(function(s){return s>=raw;})[0],
-f=Math.ceil(lo/st)*st;for(var v=f;v<=hi+1e-9*st;v+=st){t.push([v,+v.toPrecision(4)+""]);}
-return t;}
-function draw(box){var d=box._d,st=box._s,xl=st.xlog,yl=st.ylog,xs=[],ys=[];
-d.series.forEach(function(s){s.x.forEach(function(x,i){var X=tf(x,xl),Y=tf(s.y[i],yl);
-if(isFinite(X)&&X>=st.lo&&X<=st.hi&&isFinite(Y)){xs.push(X);ys.push(Y);}});});
-if(!xs.length){return;}var x0=st.lo,x1=st.hi,y0=Math.min.apply(null,ys),
-y1=Math.max.apply(null,ys);if(y1===y0){y0-=0.5;y1+=0.5;}var p=(y1-y0)*0.03;y0-=p;y1+=p;
-function px(X){return M.l+(X-x0)/(x1-x0)*(W-M.l-M.r);}
-function py(Y){return H-M.b-(Y-y0)/(y1-y0)*(H-M.t-M.b);}
-var o=['<svg class="chart" viewBox="0 0 '+W+' '+H+'" width="'+W+'" height="'+H+'">',
-'<rect x="'+M.l+'" y="'+M.t+'" width="'+(W-M.l-M.r)+'" height="'+(H-M.t-M.b)+
-'" fill="#fff" stroke="#bbb"/>'];
-ticks(x0,x1,xl).forEach(function(t){var X=px(t[0]);o.push('<line x1="'+X+'" x2="'+X+
-'" y1="'+M.t+'" y2="'+(H-M.b)+'" stroke="#eee"/><text x="'+X+'" y="'+(H-M.b+15)+
-'" text-anchor="middle">'+t[1]+'</text>');});
-ticks(y0,y1,yl).forEach(function(t){var Y=py(t[0]);o.push('<line x1="'+M.l+'" x2="'+
-(W-M.r)+'" y1="'+Y+'" y2="'+Y+'" stroke="#eee"/><text x="'+(M.l-5)+'" y="'+(Y+4)+
-'" text-anchor="end">'+t[1]+'</text>');});
-o.push('<text x="'+(M.l+W-M.r)/2+'" y="'+(H-6)+'" text-anchor="middle">'+
-esc(d.x_label+(xl?" (log)":""))+'</text><text transform="translate(14 '+(H-M.b+M.t)/2+
-') rotate(-90)" text-anchor="middle">'+esc(d.y_label+(yl?" (log)":""))+'</text>');
-o.push('<rect x="'+(W-M.r-156)+'" y="'+(M.t+2)+'" width="152" height="'+
-(16*d.series.length+4)+'" fill="#fff" fill-opacity="0.85"/>');
-d.series.forEach(function(s,k){var pts=[];s.x.forEach(function(x,i){var X=tf(x,xl),
-Y=tf(s.y[i],yl);if(isFinite(X)&&isFinite(Y)&&X>=x0&&X<=x1){pts.push(px(X).toFixed(1)+" "+
-py(Y).toFixed(1));}});if(pts.length>1){o.push('<path d="M'+pts.join(" L")+
-'" fill="none" stroke="'+C[k%C.length]+'" stroke-width="1.6"/>');}
-var ly=M.t+14+16*k;o.push('<line x1="'+(W-M.r-150)+'" x2="'+(W-M.r-126)+'" y1="'+(ly-4)+
-'" y2="'+(ly-4)+'" stroke="'+C[k%C.length]+'" stroke-width="2"/><text x="'+(W-M.r-120)+
-'" y="'+ly+'">'+esc(s.label)+'</text>');});
-o.push('<rect class="sel" x="0" y="'+M.t+'" width="0" height="'+(H-M.t-M.b)+
-'" fill="#3b82f6" fill-opacity="0.15"/></svg>');
-box.querySelector(".plot").innerHTML=o.join("");
-var svg=box.querySelector("svg"),sel=svg.querySelector(".sel"),start=null;
-function dx(ev){var r=svg.getBoundingClientRect();return (ev.clientX-r.left)*W/r.width;}
-function inv(X){return x0+(X-M.l)/(W-M.l-M.r)*(x1-x0);}
-svg.addEventListener("mousedown",function(ev){start=dx(ev);ev.preventDefault();});
-svg.addEventListener("mousemove",function(ev){if(start===null){return;}var a=Math.min(start,
-dx(ev)),b=Math.max(start,dx(ev));sel.setAttribute("x",a);sel.setAttribute("width",b-a);});
-svg.addEventListener("mouseup",function(ev){if(start===null){return;}var a=Math.min(start,
-dx(ev)),b=Math.max(start,dx(ev));start=null;if(b-a>4){st.lo=inv(a);st.hi=inv(b);}draw(box);});
-svg.addEventListener("dblclick",function(){reset(box);});}
-function full(box){var lo=Infinity,hi=-Infinity;box._d.series.forEach(function(s){
-s.x.forEach(function(x){var X=tf(x,box._s.xlog);if(isFinite(X)){lo=Math.min(lo,X);
-hi=Math.max(hi,X);}});});if(hi===lo){hi=lo+1;}box._s.lo=lo;box._s.hi=hi;}
-function reset(box){full(box);draw(box);}
-document.querySelectorAll(".zoom").forEach(function(box){
-var src=document.getElementById(box.getAttribute("data-src"));if(!src){return;}
-box._d=JSON.parse(src.textContent);box._s={xlog:false,ylog:!!box._d.y_log};
-var bar=document.createElement("div");bar.className="hint";
-bar.innerHTML='Drag across the plot to zoom in time; double-click to reset. '+
-'<label><input type="checkbox" class="xl"> log t</label> '+
-'<label><input type="checkbox" class="yl"'+(box._s.ylog?" checked":"")+'> log y</label> '+
-'<button type="button" class="rs">reset</button>';box.insertBefore(bar,box.firstChild);
-bar.querySelector(".xl").addEventListener("change",function(e){box._s.xlog=e.target.checked;
-reset(box);});bar.querySelector(".yl").addEventListener("change",function(e){
-box._s.ylog=e.target.checked;draw(box);});bar.querySelector(".rs").addEventListener("click",
-function(){reset(box);});reset(box);});
-})();
-"""
 
 
 def _page(title: str, body: str, *, script: bool) -> str:
