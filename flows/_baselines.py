@@ -190,8 +190,9 @@ def gradient_descent(
         )
     diverged = _gd_divergence(loss, loss0, ts, save_steps, learning_rate, throw)
     if diverged is not None:
-        result, reason, i = Result.diverged, diverged, int(np.argmax(~np.isfinite(loss)))
+        result, reason = Result.diverged, diverged
         if not np.isfinite(loss).all():  # keep the run up to the last finite save
+            i = int(np.argmax(~np.isfinite(loss)))
             obs = {k: v[:i] for k, v in obs.items()}
             keep_p = np.asarray(pts_idx, dtype=int) < i
             params = {k: v[keep_p] for k, v in params.items()}

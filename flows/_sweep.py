@@ -188,10 +188,9 @@ class AbstractSweepSpec(abc.ABC):
         return records
 
     def run_point(self, *point) -> dict:
-        """The variables of one point (used by the default `run_batch`)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} implements neither `run_batch` nor `run_point`."
-        )
+        """The variables of one point (used by the default `run_batch`; a spec implements
+        this or `run_batch`, which `sweep` checks before anything is written)."""
+        raise NotImplementedError(f"{type(self).__name__} implements no `run_point`.")
 
     def check(self, points: list[tuple]) -> None:
         """Refuse (`ConfigError`) before anything is written what every point would fail."""
@@ -468,6 +467,12 @@ def sweep(
     """
     if not isinstance(spec, AbstractSweepSpec):
         raise ConfigError(f"`spec` must be an AbstractSweepSpec; got {type(spec).__name__}.")
+    cls, base = type(spec), AbstractSweepSpec
+    if cls.run_batch is base.run_batch and cls.run_point is base.run_point:
+        raise ConfigError(
+            f"{cls.__name__} computes no point: implement `run_point(*point)` (one point, its "
+            "variables) or `run_batch(points, pad_to)` (a batch at once); nothing was written."
+        )
     points = grid_points(spec.axes, grid)
     spec.check(points)
     if not (isinstance(connect_timeout, (int, float)) and connect_timeout > 0):

@@ -293,3 +293,34 @@ def test_cli_grid_flags_are_refused_by_argparse(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and "argument --" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+@dataclasses.dataclass(frozen=True)
+class PointSpec(ToySpec):
+    """The toy grid computed one point at a time (the default `run_batch`); b < 0 raises."""
+
+    run_batch = _sweep.AbstractSweepSpec.run_batch
+
+    def run_point(self, a, b):
+        if b < 0:
+            raise ValueError(f"b = {b} < 0")
+        y = self.scale * a * b * np.arange(3.0)
+        return {"y": y, "total": float(y.sum())}
+
+
+def test_a_spec_of_single_points_records_each_failure(tmp_path):
+    res = flows.sweep(PointSpec(), tmp_path / "p", {"a": [1, 2], "b": [0.5, -1.0]}, progress=False)
+    assert [f["id"] for f in res.failed] == ["a1_b-1.0", "a2_b-1.0"]
+    assert all("ValueError: b = -1.0 < 0" in f["error"] for f in res.failed)
+    ds = res.dataset().sel(a=2, b=0.5)
+    assert float(ds["total"]) == pytest.approx(2 * 0.5 * 3.0)
+
+
+def test_a_spec_that_computes_nothing_is_refused_before_writing(tmp_path):
+    @dataclasses.dataclass(frozen=True)
+    class Empty(PointSpec):
+        run_point = _sweep.AbstractSweepSpec.run_point
+
+    with pytest.raises(flows.ConfigError, match="implement `run_point"):
+        flows.sweep(Empty(), tmp_path / "e", {"a": [1], "b": [0.5]}, progress=False)
+    assert not (tmp_path / "e").exists()
