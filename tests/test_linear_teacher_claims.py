@@ -14,13 +14,13 @@ from flows.claims import Existential
 from flows.experiments.linear_teacher import outlier_search as osearch
 from flows.experiments.linear_teacher.checks import (
     boundary_nonlinearity,
-    check_outlier_search,
     check_sgd,
     check_theorem61,
     nar_entry_index,
 )
 from flows.experiments.linear_teacher.config import Config
 from flows.experiments.linear_teacher.data import symmetric_gaussians
+from flows.experiments.linear_teacher.outlier_checks import check_outlier_search
 from reduced import max_margin as mm
 
 

@@ -14,6 +14,7 @@ from flows import _batch, _cli, _sweep
 from flows.experiments import multistage as msx
 from flows.experiments.multistage import sweep as msweep
 from flows.models import TwoLayer
+from flows.plugin import parse_seeds
 
 # One tiny grid for every sweep here: one width, so one compiled batched solve (B = 2).
 GRID = dict(m="20", alpha="0.75,1.0", seeds="0-1")
@@ -78,9 +79,9 @@ def test_parse_grid_forms():
     assert msweep.parse_widths("1000,5000") == (1000, 5000)
     assert msweep.parse_widths([250, "1e3"]) == (250, 1000)
     assert msweep.parse_alphas("0.75, 1") == (0.75, 1.0)
-    assert msweep.parse_seeds("0-2") == (0, 1, 2)
-    assert msweep.parse_seeds("0,1,5-6") == (0, 1, 5, 6)
-    assert msweep.parse_seeds(range(3)) == (0, 1, 2)
+    assert parse_seeds("0-2") == (0, 1, 2)
+    assert parse_seeds("0,1,5-6") == (0, 1, 5, 6)
+    assert parse_seeds(range(3)) == (0, 1, 2)
     grid = msweep.parse_grid("20,40", "0.75,1", "0-1")
     assert len(grid) == 8 and grid[0] == (20, 0.75, 0) and grid[-1] == (40, 1.0, 1)
 

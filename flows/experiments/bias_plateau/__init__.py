@@ -9,15 +9,12 @@ from .checks import check_learning_order as check_learning_order
 from .checks import check_loss_bound as check_loss_bound
 from .checks import check_measured_plateau as check_measured_plateau
 from .checks import check_top_bias as check_top_bias
-from .checks import check_trend as check_trend
 from .checks import checked_interval as checked_interval
 from .checks import homogeneous_checks as homogeneous_checks
 from .checks import init_spread as init_spread
 from .checks import learned_gaps as learned_gaps
 from .checks import theorem1_checks as theorem1_checks
 from .checks import theorem1_of as theorem1_of
-from .checks import trend_checks as trend_checks
-from .checks import trend_stats as trend_stats
 from .config import ALPHA1_C as ALPHA1_C
 from .config import FILES as FILES
 from .config import NAME as NAME
@@ -79,3 +76,6 @@ from .sweep import parse_prng_seeds as parse_prng_seeds
 from .sweep import plateau_sweep as plateau_sweep
 from .sweep import plot_plateau_sweep as plot_plateau_sweep
 from .sweep import run_point as run_point
+from .trend_checks import check_trend as check_trend
+from .trend_checks import trend_checks as trend_checks
+from .trend_checks import trend_stats as trend_stats

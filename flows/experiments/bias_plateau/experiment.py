@@ -44,7 +44,7 @@ from ..base import (
     Simulated,
     write_results_json,
 )
-from .checks import check_homogeneous_sweep, homogeneous_checks, theorem1_of, trend_checks
+from .checks import check_homogeneous_sweep, homogeneous_checks, theorem1_of
 from .config import FILES, NAME, Config, default_config
 from .figures import plot_bias_order, plot_four_class, plot_interpolation, plot_trends
 from .runs import (
@@ -55,6 +55,7 @@ from .runs import (
     trend_sweep,
 )
 from .sweep import MAX_DEPTH
+from .trend_checks import trend_checks
 
 __all__ = ["run", "BiasPlateauExperiment", "EXPERIMENT"]
 
@@ -255,7 +256,7 @@ def merge_trend_eta(coarse: list[Check], fine: list[Check], eta: float) -> list[
 
 def plateau_trend(check: Check) -> Trend | None:
     """The finite-size trend of a trend check: the mean ± sd plateau length against depth,
-    δ or the bias, attached where the check is built (`checks.check_trend`), None for the
+    δ or the bias, attached where the check is built (`trend_checks.check_trend`), None for the
     other checks."""
     return check.trend
 

@@ -5,7 +5,6 @@ sweep and experiment (`run`, `flows check|simulate linear-teacher`)."""
 from .checks import certificate_checks as certificate_checks
 from .checks import check_clustering as check_clustering
 from .checks import check_digits as check_digits
-from .checks import check_outlier as check_outlier
 from .checks import check_par_prediction as check_par_prediction
 from .checks import check_par_share as check_par_share
 from .checks import check_sgd as check_sgd
@@ -40,6 +39,7 @@ from .observables import clustering as clustering
 from .observables import evaluate as evaluate
 from .observables import linear_region_outside as linear_region_outside
 from .observables import teacher_observables as teacher_observables
+from .outlier_checks import check_outlier as check_outlier
 from .runs import network_np as network_np
 from .runs import par_prediction as par_prediction
 from .runs import property_test as property_test

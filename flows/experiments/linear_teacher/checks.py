@@ -10,20 +10,20 @@ import numpy as np
 
 from flows import Check, Trajectory
 from flows.claims import (
-    NOT_APPLICABLE,
-    Bound,
-    Constant,
-    Existential,
-    Measured,
     Trend,
-    power_law_fit,
 )
-from flows.plugin import eta_checked
 from reduced import max_margin as mm
 
 from .config import RELU_EXAMPLE, SOURCE, Config
 from .observables import LOG2
 from .runs import property_test, theorem51_violations
+from .trend_fits import (
+    _decades,
+    _exponent_bound,
+    _loglog_slope,
+    _with_trend,
+    time_trend,
+)
 
 # ---------------------------------------------------------------------------------------
 # Theorem 5.1
@@ -223,10 +223,6 @@ def check_par_prediction(traj: Trajectory, sol, agree: dict, cfg: Config, symmet
     )
 
 
-def _with_trend(trend: Trend | None, *args, **kwargs) -> Check:
-    return dataclasses.replace(Check.compare(*args, **kwargs), trend=trend)
-
-
 def check_par_share(traj: Trajectory) -> Check:
     share = float(traj.observables["par_share"][-1])
     return Check.compare(
@@ -240,95 +236,7 @@ def check_par_share(traj: Trajectory) -> Check:
 
 
 # ---------------------------------------------------------------------------------------
-# Outlier (App. J), SGD (Thm 4.1), digits (Fig. 2)
-
-
-OUTLIER_CLAIM = "outlier data: neurons of each type agree (NAR) but do not all enter the PAR"
-
-
-def outlier_verdict(o: dict, kink_cos: float) -> tuple[bool, str, dict]:
-    """App. J's claim read at the last save: an NAR with a margin beyond the kink tolerance
-    (β* > kink_cos), PAR share < 1, accuracy 1; on-kink pairs reported apart."""
-    beta = float(o["nar_margin"][-1])
-    dis = float(o["max_disagree"][-1])
-    share, share_k = float(o["par_share"][-1]), float(o["par_share_kink"][-1])
-    kw, ku = float(o["on_kink_w"][-1]), float(o["on_kink_u"][-1])
-    acc = float(o["accuracy"][-1])
-    holds = beta > kink_cos and share < 1 and acc == 1
-    text = (
-        f"NAR margin β* = {beta:.3g}, max disagreement {dis:.0f} (off-kink), on-kink pairs "
-        f"w {kw:.0f} / u {ku:.0f}, PAR share {share:.3g} (+{share_k:.3g} but for on-kink "
-        f"points), accuracy {acc:.3g}"
-    )
-    values = {
-        "nar_margin": beta,
-        "max_disagree": dis,
-        "par_share": share,
-        "par_share_kink": share_k,
-        "on_kink_w": kw,
-        "on_kink_u": ku,
-        "acc": acc,
-    }
-    return holds, text, values
-
-
-def check_outlier(traj: Trajectory, data, kink_cos: float) -> Check:
-    """App. J on the exact (Filippov) flow, as the existential claim it is ("learning can
-    enter an NAR that is not a PAR"): searched over the whole trajectory — in an NAR with
-    a margin beyond the kink tolerance (β* > kink_cos), PAR share < 1, accuracy 1 — and
-    reported as `holds (transient)` / `holds (persistent)` / `not observed`, with when and
-    for how long; the state at t1 is reported beside it."""
-    src = f"{SOURCE} App. J"
-    if not data.separability.separable:
-        return Check.not_applicable(OUTLIER_CLAIM, src, data.separability.message)
-    o = traj.observables
-    _, text, values = outlier_verdict(o, kink_cos)
-    sl = o.get("sliding_pairs")
-    if sl is not None:
-        values["sliding_pairs_end"] = float(sl[-1])
-        text += f"; sliding pairs at t1: {sl[-1]:.0f}"
-    occurs = (
-        (np.asarray(o["nar_margin"]) > kink_cos)
-        & (np.asarray(o["par_share"]) < 1)
-        & (np.asarray(o["accuracy"]) == 1)
-    )
-    c = Existential(
-        OUTLIER_CLAIM,
-        src,
-        [np.asarray(traj.times)],
-        [occurs],
-        ["the outlier run"],
-        family=f"every save time of one run ({len(traj.times)} saves on [0, {traj.times[-1]:.3g}]) "
-        "at one geometry and init; the geometry family is the search row's",
-        assumptions="exact piecewise-smooth flow (Filippov sliding on kinks), "
-        f"on the kink: |ŵ·x̂| ≤ {kink_cos:g}",
-        reason=f"at t1: {text}",
-    ).judge()
-    c = dataclasses.replace(
-        c,
-        predicted=f"at some t: in an NAR (β* > {kink_cos:g}), PAR share < 1, accuracy 1",
-        values=values | c.values,
-    )
-    return dataclasses.replace(
-        c,
-        trend=time_trend(traj, "nar_margin", "NAR margin β*", "App. J: an NAR is entered (β* > 0)"),
-    )
-
-
-def check_outlier_gd(cfg: Config, run_gd, kink_cos: float) -> Check:
-    """App. J by gradient descent (the paper's method), at η and η/4."""
-
-    def measure(eta):
-        return outlier_verdict(run_gd(eta).observables, kink_cos)
-
-    return eta_checked(
-        OUTLIER_CLAIM + " (GD)",
-        f"{SOURCE} App. J",
-        eta=cfg.outlier_lr,
-        measure=measure,
-        predicted=f"in an NAR (β* > {kink_cos:g}), PAR share < 1, accuracy 1",
-        assumptions="gradient descent, the paper's stand-in for the flow",
-    )
+# SGD (Thm 4.1), digits (Fig. 2), App. I smoothing
 
 
 def check_smoothing(cc: dict) -> Check:
@@ -521,111 +429,7 @@ def check_digits(name: str, traj: Trajectory, cfg: Config) -> Check:
 
 
 # ---------------------------------------------------------------------------------------
-# Finite-size trends, Theorem 6.1, App. J's geometry search, App. I, the large-init boundary
-
-
-#: The slack on a fitted exponent read against a bound's exponent ("updates ≲ C/ε²" read
-#: as "fitted exponent in 1/ε ≤ 2 + slack", default `Config.sgd_exponent_tol`): a named
-#: constant of the claim kit, its critical value reported beside the verdict. The n⁴ row
-#: has no slack (as before the kit).
-SLACK = Constant(
-    "slack",
-    0.25,
-    (0.0, 2.0),
-    "added to the bound's exponent: a fitted log-log slope over finite sizes",
-    "s",
-)
-
-
-def _slope_range(x, lo, hi) -> tuple[float, float]:
-    """The least-squares log-log slope's a-priori range when each y_i can be anything in
-    [lo_i, hi_i]: the slope is linear in log y, so its extremes are at the box's vertices."""
-    lx = np.log(np.asarray(x, float))
-    dx = lx - lx.mean()
-    w = dx / float(dx @ dx)
-    ends = [(math.log(a), math.log(b)) for a, b in zip(lo, hi, strict=True)]
-    low = sum(w_i * (b if w_i < 0 else a) for w_i, (a, b) in zip(w, ends, strict=True))
-    high = sum(w_i * (a if w_i < 0 else b) for w_i, (a, b) in zip(w, ends, strict=True))
-    return float(low), float(high)
-
-
-def _exponent_bound(
-    claim: str,
-    src: str,
-    x,
-    updates,
-    exponent: float,
-    budgets,
-    *,
-    slack: float | None = None,
-    x_name: str,
-    assumptions: str = "",
-    values: dict | None = None,
-    name: str = "exponent",
-) -> Check:
-    """'updates ≲ C·x^exponent' read as 'the fitted log-log slope ≤ exponent' (+ `slack`,
-    the named constant `SLACK`, where given), a `Bound` whose a-priori range is the
-    slope's range when every run may take anything from 1 update to its budget (so the
-    check could have failed); the slope's 95 % interval is shown beside."""
-    slope = _loglog_slope(x, updates)
-    fit = power_law_fit(x, np.asarray(updates, float))
-    lo, hi = _slope_range(x, [1] * len(x), budgets)
-    ci = fit["ci"]
-    ci_text = f"95 % interval [{ci[0]:.3g}, {ci[1]:.3g}]" if math.isfinite(ci[0]) else ""
-    if slack is None:
-        constants, bound, predicted = (), exponent, f"fitted exponent in {x_name} ≤ {exponent:g}"
-    else:
-        constants = (dataclasses.replace(SLACK, default=float(slack)),)
-        bound = lambda slack: exponent + slack  # noqa: E731
-        predicted = f"fitted exponent in {x_name} ≤ {exponent:g} + s (s = {slack:g})"
-    return Bound(
-        claim,
-        src,
-        Measured(slope),
-        bound,
-        constants=constants,
-        a_priori=(lo, hi),
-        predicted=predicted,
-        measured_text=f"fitted exponent {slope:.3g}"
-        + (f" ({ci_text})" if ci_text else "")
-        + f" over {x_name} = "
-        + ", ".join(f"{a:.4g}: {u}" for a, u in zip(x, updates, strict=True)),
-        assumptions=assumptions,
-        reason=f"a-priori range of the slope, 1 update to the budget per run: [{lo:.3g}, {hi:.3g}]",
-        values={name: slope, "exponent_ci": list(ci)} | (values or {}),
-    ).judge()
-
-
-def _loglog_slope(x, y) -> float:
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.shape != y.shape:
-        return math.nan
-    ok = (x > 0) & (y > 0) & np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
-
-
-def _decades(times, values, n: int = 6):
-    """(t, value) at about `n` log-spaced saves with t > 0 (for a `Trend`)."""
-    t = np.asarray(times, float)
-    v = np.asarray(values, float)
-    idx = np.flatnonzero(t > 0)
-    if len(idx) == 0:
-        return (), ()
-    pick = np.unique(np.round(np.linspace(idx[0], idx[-1], min(n, len(idx)))).astype(int))
-    return tuple(float(x) for x in t[pick]), tuple(float(x) for x in v[pick])
-
-
-def time_trend(traj: Trajectory, name: str, label: str, note: str = "", *, fn=None) -> Trend | None:
-    """A `Trend` of observable `name` (or `fn(observables)`) against t at ~6 saves (None
-    for a run without save times)."""
-    if getattr(traj, "times", None) is None:
-        return None
-    o = traj.observables
-    vals = fn(o) if fn is not None else o[name]
-    x, y = _decades(traj.times, vals)
-    return Trend("t", label, x, y, note=note, x_log=True)
+# Theorem 6.1, App. I, the large-init boundary
 
 
 def nar_entry_index(beta, kink_cos: float) -> int | None:
@@ -734,92 +538,6 @@ def check_theorem61(traj: Trajectory, data, cfg: Config, label: str) -> Check:
             note="Theorem 6.1 predicts → 0 (no rate stated)",
             x_log=True,
         ),
-    )
-
-
-SEARCH_CLAIM = (
-    "outlier data: a geometry of the App. J family where the flow enters an NAR that is not the PAR"
-)
-
-
-def check_outlier_search(
-    rows: list[dict],
-    chosen: dict | None,
-    flow: dict | None,
-    cfg,
-    whole_run: Check | None = None,
-) -> Check:
-    """App. J's geometry search (`outlier_search`): the reduced prediction over the grid,
-    and the exact flow at the chosen geometry (the check's outlier run). With `whole_run`
-    (`check_outlier` on that run: the claim searched over its whole trajectory) the
-    verdict is that existential one — the same reading as the row beside it — and the
-    state at t1 is reported."""
-    from .outlier_search import summarize
-
-    src = f"{SOURCE} App. J"
-    counts = summarize(rows)
-    grid = (
-        f"{len(rows)} geometr{'y' if len(rows) == 1 else 'ies'} (radius "
-        f"{', '.join(f'{r:g}' for r in cfg.search_radii)}; "
-        f"angle {', '.join(f'{a:g}' for a in cfg.search_angles)}°; std "
-        f"{', '.join(f'{s:g}' for s in cfg.search_stds)}): predicted "
-        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    )
-    values = {"grid": rows, "counts": counts}
-    if chosen is None or flow is None:
-        return Check.compare(
-            SEARCH_CLAIM,
-            src,
-            holds=False,
-            predicted="some geometry with a consistent non-PAR clustered NAR solution",
-            measured=grid,
-            values=values,
-            reason="no geometry of the grid has a strict non-PAR candidate limit",
-        )
-    beta = flow["nar_margin"]
-    holds = (
-        beta > cfg.kink_cos
-        and min(flow["par_share_w"], flow["par_share_u"]) < 1
-        and (flow["accuracy"] == 1)
-    )
-    values |= {"chosen": chosen, "flow": flow}
-    c = Check.compare(
-        SEARCH_CLAIM,
-        src,
-        holds=holds,
-        predicted=f"flow at the chosen geometry in an NAR (β* > {cfg.kink_cos:g}), PAR share "
-        "< 1, accuracy 1",
-        measured=f"{grid}; chosen: outlier {tuple(round(c, 3) for c in chosen['outlier'])} "
-        f"(pattern '{chosen['prediction']}', β_pred {chosen['beta_pred']:.3g}); exact flow: "
-        f"β* {beta:.3g}, PAR share w {flow['par_share_w']:.2g} / u {flow['par_share_u']:.2g}, "
-        f"accuracy {flow['accuracy']:.3g}, largest angle w {np.degrees(flow['max_angle_w']):.3g}°"
-        f" / u {np.degrees(flow['max_angle_u']):.3g}°",
-        assumptions="the family as App. J states it (antipodal Gaussians, one positive "
-        "outlier), linearly separable through the origin; prediction = Theorem 6.1's "
-        "clustered KKT point in each outlier sign pattern",
-        values=values,
-        reason=""
-        if holds
-        else "the predicted clustered NAR limit exists but the flow does not reach it: "
-        "same-type neurons split on the outlier (a KKT point outside every NAR)"
-        if beta < -cfg.kink_cos
-        else "neurons on the outlier's kink (sliding)"
-        if beta <= cfg.kink_cos
-        else "",
-    )
-    if whole_run is None or whole_run.verdict == NOT_APPLICABLE:
-        return c
-    return dataclasses.replace(
-        c,
-        verdict=whole_run.verdict,
-        predicted="flow at the chosen geometry, at some t: in an NAR (β* > "
-        f"{cfg.kink_cos:g}), PAR share < 1, accuracy 1",
-        measured=c.measured + f"; over the whole run: {whole_run.measured}",
-        reason=f"existential: searched over the whole run at the chosen geometry of the grid "
-        f"({len(rows)} geometries predicted, one exact flow); state at t1: "
-        + (c.reason or "in an NAR that is not the PAR"),
-        kind="existential",
-        values=values | {"occurrences": whole_run.values.get("occurrences", [])},
     )
 
 

@@ -44,9 +44,6 @@ from .checks import (
     check_clustering,
     check_digits,
     check_highdim,
-    check_outlier,
-    check_outlier_gd,
-    check_outlier_search,
     check_par_prediction,
     check_par_share,
     check_sgd,
@@ -62,6 +59,7 @@ from .config import FILES, MAX_INIT, NAME, Config, default_config
 from .data import symmetric_gaussians
 from .figures import plot_boundaries, plot_clustering, plot_outlier, plot_par, plot_sgd
 from .observables import teacher_observables
+from .outlier_checks import check_outlier, check_outlier_gd, check_outlier_search
 from .runs import (
     par_prediction,
     run_digits,

@@ -22,10 +22,7 @@ from .checks import check_rate_ratio as check_rate_ratio
 from .checks import check_run as check_run
 from .checks import check_secondary_K as check_secondary_K
 from .checks import check_secondary_rate as check_secondary_rate
-from .checks import check_slope_alpha as check_slope_alpha
-from .checks import check_slope_lnm as check_slope_lnm
 from .checks import check_split as check_split
-from .checks import check_sweep as check_sweep
 from .checks import check_targets as check_targets
 from .checks import check_w2_descent as check_w2_descent
 from .checks import check_w2_plateau as check_w2_plateau
@@ -76,6 +73,9 @@ from .sweep import plot_descent_sweep as plot_descent_sweep
 from .sweep import point_id as point_id
 from .sweep import run_points as run_points
 from .sweep import upgrade_config as upgrade_config
+from .sweep_checks import check_slope_alpha as check_slope_alpha
+from .sweep_checks import check_slope_lnm as check_slope_lnm
+from .sweep_checks import check_sweep as check_sweep
 from .trends import attach_trends as attach_trends
 from .trends import check_critical_point_convergence as check_critical_point_convergence
 from .trends import check_trends as check_trends

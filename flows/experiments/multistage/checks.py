@@ -4,7 +4,7 @@
 theorems' time τ and the stage times), in the paper's order, gating them as the theorems
 do: outside their regime (α ≤ 1/2, data not isotropic, an activation not tanh-like) the
 theorem claims are not applicable; claims at T_p, T_d, T_sp need the run to reach them.
-`check_sweep` fits the descent-time slopes of the sweep (`runs.descent_time_sweep`).
+The sweep's descent-time slopes are judged in `sweep_checks`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ import math
 import numpy as np
 
 from flows import Check, Trajectory, average_decay_rate, first_crossing
-from flows.claims import MIN_SEEDS as LIMIT_MIN_SEEDS
-from flows.claims import MIN_WIDTHS as LIMIT_MIN_WIDTHS
-from flows.claims import OUTSIDE_HYPOTHESIS, Bound, Constant, Limit, Measured, Near
+from flows.claims import OUTSIDE_HYPOTHESIS, Bound, Constant, Measured, Near
 from flows.models import TwoLayer
 from reduced import multistage as ms
 
@@ -59,9 +57,6 @@ __all__ = [
     "check_secondary_K",
     "check_secondary_rate",
     "check_run",
-    "check_slope_lnm",
-    "check_slope_alpha",
-    "check_sweep",
 ]
 
 THEOREM_CLAIMS = [
@@ -689,115 +684,3 @@ def check_run(traj: Trajectory, units: Units, cfg: Config) -> tuple[list[Check],
     else:
         checks += [check_secondary_K(r), check_secondary_rate(r), check_split(r)]
     return checks, st
-
-
-# ---------------------------------------------------------------------------------------
-# Sweep: descent-time slopes on Assumption 1–2 data (Theorem 2 (3)).
-
-
-def _slope(x, y) -> float:
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 2 or not np.all(np.isfinite(y)):
-        return float("nan")
-    return float(np.polyfit(x, y, 1)[0])
-
-
-def check_slope_lnm(rows: list[dict], cfg: Config, alpha: float) -> tuple[Check, float]:
-    """Theorem 2 (3), T_d / ln m → (2α−1)/2, at one α; returns the check and the slope of
-    the seed means of T_d against ln m.
-
-    T_d = (2α−1)/2·ln m + O(1) + lower-order terms, so the slope over a finite range of m
-    is off by a finite-size amount. Read as the limit it is (`flows.claims.Limit`): the
-    local slopes between successive widths, per seed, approach (2α−1)/2 — the distance
-    |local slope − (2α−1)/2| decays in m (95 % interval of its fitted rate below 0).
-    With fewer than 4 width pairs × 3 seeds (`--quick`) the global slope is compared with
-    (2α−1)/2 within `slope_tol` instead, its critical tolerance shown."""
-    src = f"{SOURCE} Thm 2 (3)"
-    ms_ = list(cfg.sweep_m)
-    td = np.full((len(ms_), len(cfg.sweep_seeds)), np.nan)
-    for i, m in enumerate(ms_):
-        for j, seed in enumerate(cfg.sweep_seeds):
-            for r in rows:
-                if r["alpha"] == alpha and r["m"] == m and r.get("seed", seed) == seed:
-                    td[i, j] = r["T_d"]
-    means = [float(np.mean(td[i])) for i in range(len(ms_))]
-    slope = _slope(np.log(ms_), means)
-    pred = (2 * alpha - 1) / 2
-    claim = f"slope of T_d vs ln m = (2α−1)/2 at α = {alpha}"
-    if not math.isfinite(slope):
-        return Check.not_applicable(claim, src, "T_d not reached in some sweep run"), slope
-    assumptions = "Assumptions 1–2 hold (whitened data, f₂)"
-    values = {"slope": slope, "predicted": pred, "T_d_means": means}
-    local = np.diff(td, axis=0) / np.diff(np.log(ms_))[:, None]  # (pairs, seeds)
-    mid = [math.sqrt(a * b) for a, b in zip(ms_, ms_[1:], strict=False)]
-    seeds = len(cfg.sweep_seeds)
-    if len(mid) >= LIMIT_MIN_WIDTHS and seeds >= LIMIT_MIN_SEEDS:
-        c = Limit(
-            claim,
-            src,
-            mid,
-            local,
-            limit=pred,
-            assumptions=assumptions,
-            reason="the local slope dT_d/d ln m between successive widths (per seed), "
-            "plotted at their geometric mean; the slope over all widths "
-            f"{slope:.4g} ({100 * abs(slope / pred - 1):.0f}% off) is shown, not judged",
-        ).judge()
-        means_local = local.mean(axis=1)
-        c = dataclasses.replace(
-            c,
-            measured=f"local slopes {', '.join(f'{v:.3g}' for v in means_local)} (seed means) "
-            f"→ {pred:.4g}; " + c.measured,
-            values=values | c.values,
-        )
-        return c, slope
-    check = Near(
-        claim,
-        src,
-        Measured(slope / pred),
-        1.0,
-        tolerance(cfg.slope_tol),
-        predicted=f"{pred:.4g} ± {100 * cfg.slope_tol:.0f}%",
-        measured_text=f"{slope:.4g} (m = {ms_}, {seeds} seed{'s' if seeds > 1 else ''})",
-        assumptions=assumptions,
-        values=values,
-        reason=f"fewer than {LIMIT_MIN_WIDTHS} width pairs × {LIMIT_MIN_SEEDS} seeds for the "
-        "limit rule: the slope over the widths, relative to (2α−1)/2, within slope_tol",
-    ).judge()
-    return check, slope
-
-
-def check_slope_alpha(rows: list[dict], cfg: Config) -> tuple[Check, float]:
-    """Slope of T_d (seed mean) against α at the largest m; returns the check and the slope."""
-    src = f"{SOURCE} Thm 2 (3)"
-    m_top = max(cfg.sweep_m)
-    means = [
-        float(np.mean([r["T_d"] for r in rows if r["alpha"] == a and r["m"] == m_top]))
-        for a in cfg.sweep_alpha
-    ]
-    slope = _slope(cfg.sweep_alpha, means)
-    pred = math.log(m_top)
-    claim = f"slope of T_d vs α = ln m at m = {m_top}"
-    if not math.isfinite(slope) or len(cfg.sweep_alpha) < 2:
-        return Check.not_applicable(claim, src, "needs ≥ 2 values of α with T_d reached"), slope
-    check = Check.compare(
-        claim,
-        src,
-        holds=abs(slope - pred) <= cfg.slope_tol * pred,
-        predicted=f"{pred:.4g} ± {100 * cfg.slope_tol:.0f}%",
-        measured=f"{slope:.4g} (α = {list(cfg.sweep_alpha)})",
-        assumptions="Assumptions 1–2 hold (whitened 1-D data, f₂)",
-        values={"slope": slope, "predicted": pred, "T_d_means": means},
-    )
-    return check, slope
-
-
-def check_sweep(rows: list[dict], cfg: Config) -> tuple[list[Check], dict]:
-    """Slopes of T_d against ln m (per α) and against α (at the largest m)."""
-    checks, fits = [], {}
-    for alpha in cfg.sweep_alpha:
-        check, fits[f"slope_lnm_alpha{alpha}"] = check_slope_lnm(rows, cfg, alpha)
-        checks.append(check)
-    check, fits["slope_alpha"] = check_slope_alpha(rows, cfg)
-    checks.append(check)
-    return checks, fits

@@ -35,12 +35,13 @@ from ..base import (
     Simulated,
     write_results_json,
 )
-from .checks import check_run, check_sweep, check_targets, target_metrics
+from .checks import check_run, check_targets, target_metrics
 from .config import FILES, NAME, Config, default_config
 from .data import make_data
 from .figures import plot_descent_time, plot_K, plot_stages
 from .observables import multistage_observables
 from .runs import descent_time_sweep, run_main, run_target
+from .sweep_checks import check_sweep
 from .trends import attach_trends, check_trends, row_metrics
 
 __all__ = ["run", "MultistageExperiment", "EXPERIMENT"]
