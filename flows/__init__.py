@@ -19,6 +19,8 @@ _jax.config.update("jax_enable_x64", True)
 
 from . import claims as claims  # noqa: E402
 from . import models as models  # noqa: E402
+from ._arguments import ControllerSpec as ControllerSpec  # noqa: E402
+from ._arguments import SaveSpec as SaveSpec  # noqa: E402
 from ._arguments import stop_at_loss as stop_at_loss  # noqa: E402
 from ._arguments import stop_when_converged as stop_when_converged  # noqa: E402
 from ._baselines import gradient_descent as gradient_descent  # noqa: E402

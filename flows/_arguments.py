@@ -9,6 +9,7 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -101,6 +102,101 @@ def describe_stop(stop) -> str:
             "(change per decade of t)"
         )
     return getattr(stop, "__name__", repr(stop))
+
+
+# --- grouped arguments ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SaveSpec:
+    """When a run saves and what — the flow's counterpart of diffrax's `SaveAt` — given to
+    `flows.simulate`, `flows.simulate_batch` or `flows.simulate_nonsmooth` as `save=`.
+
+    Each field is the flat argument of the same meaning (`ts`, `n_save`, `save_params`,
+    `observables`); a field left None takes the flat argument (and so the function's
+    default). Setting a field here *and* the flat argument to something other than its
+    default is refused (`ConfigError`): one value, one place.
+
+        flows.simulate(problem, t1=100.0,
+                       save=flows.SaveSpec(ts=flows.log_save_times(100.0, 60), params="all"))
+    """
+
+    ts: Any = None
+    n_save: int | None = None
+    params: str | None = None
+    observables: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerSpec:
+    """How steps are accepted — the flow's counterpart of diffrax's `PIDController` —
+    given as `controller=`: `rtol`, `atol`, the error `norm` ('rms' or 'max'; the flat
+    `error_norm`) and the first step `dt0`. A field left None takes the flat argument; set
+    in both places (the flat one off its default) it is refused, as for `SaveSpec`.
+
+        flows.simulate(problem, t1=20.0,
+                       controller=flows.ControllerSpec(rtol=1e-8, atol=1e-11, norm="max"))
+    """
+
+    rtol: float | None = None
+    atol: float | None = None
+    norm: str | None = None
+    dt0: float | None = None
+
+
+#: (spec field, flat argument) of each grouped argument.
+_SAVE_FIELDS = (("ts", "ts"), ("n_save", "n_save"), ("params", "save_params"),
+                ("observables", "observables"))  # fmt: skip
+_CONTROLLER_FIELDS = (("rtol", "rtol"), ("atol", "atol"), ("norm", "error_norm"), ("dt0", "dt0"))
+
+
+def ungroup(fn: Callable, save, controller, flat: dict) -> dict:
+    """The flat arguments of `fn` (`simulate`, `simulate_batch`, `simulate_nonsmooth`) with
+    the fields of a `SaveSpec` (`save`) and a `ControllerSpec` (`controller`) filled in.
+
+    `flat` holds the flat arguments as called; a spec field that is set (not None)
+    replaces its flat argument, which must then be at `fn`'s default. A field whose flat
+    argument `fn` does not take (e.g. `ts` for `simulate_batch`) is refused."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    out = dict(flat)
+    for arg, spec, kind, fields in (
+        ("save", save, SaveSpec, _SAVE_FIELDS),
+        ("controller", controller, ControllerSpec, _CONTROLLER_FIELDS),
+    ):
+        if spec is None:
+            continue
+        if not isinstance(spec, kind):
+            raise ConfigError(
+                f"{fn.__name__}: `{arg}` must be a flows.{kind.__name__} (or None); got "
+                f"{short_repr(spec)}. Or pass its fields as the flat arguments."
+            )
+        for field, name in fields:
+            value = getattr(spec, field)
+            if value is None:
+                continue
+            if name not in params:
+                raise ConfigError(
+                    f"{fn.__name__} takes no `{name}`: leave {kind.__name__}.{field} unset"
+                    + (" (each run saves at n_save equally spaced times)" if name == "ts" else "")
+                )
+            default = params[name].default
+            given = out.get(name, default)
+            if not (given is default or _same(given, default)):
+                raise ConfigError(
+                    f"{fn.__name__}: `{name}` is given twice, as {name}={short_repr(given)} "
+                    f"and as {arg}={kind.__name__}({field}={short_repr(value)}); give it once"
+                )
+            out[name] = value
+    return out
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - arrays and other values without a plain ==
+        return False
 
 
 # --- argument checks (shared with flows._batch and flows._baselines) -------------------

@@ -20,7 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._arguments import (
+    ControllerSpec,
     Observables,
+    SaveSpec,
     check_common,
     check_dt0,
     check_max_steps,
@@ -29,6 +31,7 @@ from ._arguments import (
     check_problem,
     check_save_memory,
     param_save_times,
+    ungroup,
 )
 from ._clocks import PhysicalClock
 from ._compile import compile_program
@@ -134,6 +137,8 @@ def simulate_batch(
     save_params: str = "none",
     dt0: float | None = None,
     error_norm: str = "rms",
+    save: SaveSpec | None = None,
+    controller: ControllerSpec | None = None,
 ) -> list[Trajectory | SolverError]:
     """Integrate the gradient flows of several problems of equal shape in one vmapped solve.
 
@@ -147,6 +152,8 @@ def simulate_batch(
       in `simulate` (physical clock; vector-field evaluations counted from the step count for
       the explicit solvers in `EVALS_PER_STEP`, from RKC2's state (accepted steps), not
       counted (None; −1 in the mapping view) for the others).
+    - `save`, `controller`: those arguments grouped (`flows.SaveSpec` without `ts`,
+      `flows.ControllerSpec`), as in `simulate`.
 
     **Returns:** one entry per problem, in order: a `Trajectory` (as `simulate` returns it;
     `stats.wall_s` is the whole batch's wall time divided by the batch size, and
@@ -154,6 +161,13 @@ def simulate_batch(
     solve failed, a `SolverError` (not raised) naming the time reached and the reason, with
     the partial run as its `trajectory` attribute. Raises `ConfigError` on bad input.
     """
+    if save is not None or controller is not None:
+        g = ungroup(simulate_batch, save, controller, {
+            "n_save": n_save, "save_params": save_params, "observables": observables,
+            "rtol": rtol, "atol": atol, "error_norm": error_norm, "dt0": dt0,
+        })  # fmt: skip
+        n_save, save_params, observables = g["n_save"], g["save_params"], g["observables"]
+        rtol, atol, error_norm, dt0 = g["rtol"], g["atol"], g["error_norm"], g["dt0"]
     error_norm = check_error_norm(error_norm)
     if isinstance(problems, Problem):
         raise ConfigError(

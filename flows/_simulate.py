@@ -16,7 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._arguments import (
+    ControllerSpec,
     Observables,
+    SaveSpec,
     StopCondition,
     check_common,
     check_dt0,
@@ -32,6 +34,7 @@ from ._arguments import (
     save_times,
     stop_at_loss,
     stop_when_converged,
+    ungroup,
 )
 from ._clocks import AbstractClock, LossClock, as_clock
 from ._compile import compile_program
@@ -168,6 +171,8 @@ def simulate(
     throw: bool = True,
     stop: StopCondition | None = None,
     global_error: bool = False,
+    save: SaveSpec | None = None,
+    controller: ControllerSpec | None = None,
 ) -> Trajectory:
     """Integrate the exact gradient flow dθ/dt = −∇L(θ) from θ(t0) = `problem.theta0`.
 
@@ -247,12 +252,28 @@ def simulate(
       observable and parameter, the companion run, the cost) and its summary
       `config["global_error"]`. Costs about 1.5–2.5 × the plain run; a companion that
       fails leaves the estimate missing, with why.
+    - `save`, `controller`: the save and step-control arguments grouped as diffrax groups
+      them (`flows.SaveSpec`: `ts`, `n_save`, `params`, `observables`;
+      `flows.ControllerSpec`: `rtol`, `atol`, `norm`, `dt0`) — the same run as the flat
+      arguments; a value given both ways is refused.
 
     **Returns:** a `Trajectory` whose `stats` is a `SolveStats` (also readable as the
     mapping `stats["steps"]`, …). `stats.certificate` (`flows._stats.certificate`) says
     whether the energy identity and the monotone loss hold within 100·rtol·L(0)
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
+    if save is not None or controller is not None:
+        g = ungroup(simulate, save, controller, {
+            "ts": ts, "n_save": n_save, "save_params": save_params, "observables": observables,
+            "rtol": rtol, "atol": atol, "error_norm": error_norm, "dt0": dt0,
+        })  # fmt: skip
+        ts, n_save, save_params, observables = (
+            g["ts"],
+            g["n_save"],
+            g["save_params"],
+            g["observables"],
+        )
+        rtol, atol, error_norm, dt0 = g["rtol"], g["atol"], g["error_norm"], g["dt0"]
     if global_error:
         same: dict[str, Any] = {
             "t1": t1, "t0": t0, "solver": solver, "rtol": rtol, "atol": atol,

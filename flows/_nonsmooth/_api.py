@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _compile
+from .._arguments import ControllerSpec, SaveSpec, ungroup
 from .._compile import callback_free
 from .._errors import ConfigError, SolverError
 from .._problem import Problem
@@ -298,6 +299,8 @@ def simulate_nonsmooth(
     storm_span: float = 1e-9,
     error_norm: str = "rms",
     throw: bool = True,
+    save: SaveSpec | None = None,
+    controller: ControllerSpec | None = None,
 ) -> Trajectory:
     """The exact gradient flow of a network whose activation has kinks (see the module).
 
@@ -324,6 +327,8 @@ def simulate_nonsmooth(
     - `error_norm`: the norm of the scaled local error the step size controls, as in
       `flows.simulate`: 'rms' (default) or 'max' (its largest component; on deep nets from
       small init the error sits in few parameters, see the README).
+    - `save`, `controller`: those arguments grouped (`flows.SaveSpec`,
+      `flows.ControllerSpec` without `dt0`), as in `flows.simulate`.
 
     The model must declare its kinks: `model.activation_kinks` (a `flows.PiecewiseLinear`)
     and `model.forward(params, x, act)` with the activation as an argument (the leaky-ReLU
@@ -335,6 +340,18 @@ def simulate_nonsmooth(
     `root_evals`, `max_switch_residual`, `max_pattern_mismatch`, `unresolved_events` (events
     decided by the minimum-norm fallback).
     """
+    if save is not None or controller is not None:
+        g = ungroup(simulate_nonsmooth, save, controller, {
+            "ts": ts, "n_save": n_save, "save_params": save_params, "observables": observables,
+            "rtol": rtol, "atol": atol, "error_norm": error_norm,
+        })  # fmt: skip
+        ts, n_save, save_params, observables = (
+            g["ts"],
+            g["n_save"],
+            g["save_params"],
+            g["observables"],
+        )
+        rtol, atol, error_norm = g["rtol"], g["atol"], g["error_norm"]
     kw = dict(
         max_steps=max_steps,
         max_events=max_events,
