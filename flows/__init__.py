@@ -46,6 +46,7 @@ from ._data import paper_data as paper_data  # noqa: E402
 from ._errors import ConfigError as ConfigError  # noqa: E402
 from ._errors import SolverError as SolverError  # noqa: E402
 from ._errors import WriteError as WriteError  # noqa: E402
+from ._global_error import GLOBAL_ERROR_FACTOR as GLOBAL_ERROR_FACTOR  # noqa: E402
 from ._io import write_atomic as write_atomic  # noqa: E402
 from ._io import write_netcdf as write_netcdf  # noqa: E402
 from ._kinks import PiecewiseLinear as PiecewiseLinear  # noqa: E402
@@ -56,7 +57,6 @@ from ._nonsmooth import KINK_OBSERVABLES as KINK_OBSERVABLES  # noqa: E402
 from ._nonsmooth import simulate_nonsmooth as simulate_nonsmooth  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
-from ._simulate import GLOBAL_ERROR_FACTOR as GLOBAL_ERROR_FACTOR  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._solvers import ESERK4 as ESERK4  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402

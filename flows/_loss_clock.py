@@ -35,16 +35,18 @@ __all__ = ["solve_loss_clock"]
 
 @dataclasses.dataclass(frozen=True)
 class _Settings:
-    rtol: float
-    atol: float
+    """The compile-time settings of a segment (hashable: part of the compile key); the
+    tolerances are run-time arguments of `_segment`, so other tolerances reuse it."""
+
     max_steps: int
     count_evals: bool
     observables: Callable[..., Mapping[str, Any]]
     error_norm: str = "rms"
 
 
-def _segment(settings: _Settings, solver, problem, s0, y0, target, s_end):
-    """Integrate the loss-clock field from (s0, y0) until t = target (event) or s = s_end."""
+def _segment(settings: _Settings, solver, problem, tols, s0, y0, target, s_end):
+    """Integrate the loss-clock field from (s0, y0) until t = target (event) or s = s_end,
+    with the step controller's tolerances `tols` = (rtol, atol) (an array)."""
 
     def vector_field(s, y, prob):
         theta, _, _ = y
@@ -70,7 +72,7 @@ def _segment(settings: _Settings, solver, problem, s0, y0, target, s_end):
         y0,
         args=problem,
         saveat=diffrax.SaveAt(t1=True),
-        stepsize_controller=pid_controller(settings.rtol, settings.atol, settings.error_norm),
+        stepsize_controller=pid_controller(tols[0], tols[1], settings.error_norm),
         event=diffrax.Event(cond, root_finder=root),
         max_steps=settings.max_steps,
         throw=False,
@@ -136,7 +138,8 @@ def solve_loss_clock(
     times reached are returned instead, `stats.result` naming the failure. `error_norm`:
     the step-size controller's norm ('rms' or 'max', `flows._solvers.pid_controller`).
     """
-    settings = _Settings(rtol, atol, max_steps, count_evals, observables, error_norm)
+    settings = _Settings(max_steps, count_evals, observables, error_norm)
+    tols = _f64(np.array([rtol, atol]))
     key = ("loss clock", settings, choice.key, jax.tree_util.tree_structure(problem)) + tuple(
         (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
     )
@@ -168,7 +171,7 @@ def solve_loss_clock(
             s_end = s + loss_now * (target - t_now) * 1.01 + 1e-12
             t_call = time.perf_counter()
             s_new, y_new, obs, st, code = seg(
-                settings, choice.solver, problem, s, y, _f64(target), _f64(s_end)
+                settings, choice.solver, problem, tols, s, y, _f64(target), _f64(s_end)
             )
             jax.block_until_ready(y_new)
             if fresh and (i == 1 or (i == 0 and target > t0)):

@@ -40,6 +40,7 @@ from ._clocks import AbstractClock, LossClock, as_clock
 from ._compile import compile_program
 from ._errors import ConfigError, SolverError
 from ._flow import FIRST_STEP_EVALS, FlowSettings, flow_config, solve_flow
+from ._global_error import GLOBAL_ERROR_FACTOR, with_global_error
 from ._loss_clock import solve_loss_clock
 from ._problem import Problem
 from ._solvers import (
@@ -57,7 +58,7 @@ from ._solvers import (
 )
 from ._solvers import SOLVERS as SOLVERS
 from ._stats import Result, SolveStats, advice, failure_reason
-from ._trajectory import GlobalError, Trajectory, assemble_trajectory, flat_params
+from ._trajectory import Trajectory, assemble_trajectory, flat_params
 
 __all__ = [
     "Observables",
@@ -103,51 +104,6 @@ KINKS_WARNING = (
     "mode can stall the solver). Use flows.simulate_nonsmooth for the exact flow through "
     "the kinks, or a smoothed activation (smoothing=ε)."
 )
-
-
-#: `simulate(…, global_error=True)` solves again at tolerances this many times tighter.
-GLOBAL_ERROR_FACTOR = 10.0
-
-
-def with_global_error(plain: Trajectory, companion, factor: float) -> Trajectory:
-    """`plain` with its `global_error` from `companion()` (a run of the same problem at
-    tolerances `factor` times tighter); a failed companion leaves the estimate missing."""
-    import dataclasses as _dc
-
-    def missing(why: str) -> Trajectory:
-        ge = GlobalError(factor, {}, {}, None, float("nan"), why)
-        plain.config["global_error"] = ge.summary()
-        return _dc.replace(plain, global_error=ge)
-
-    if not plain.stats["result"] == "successful":
-        return missing(f"the run itself did not succeed ({plain.stats['result']})")
-    try:
-        tight = companion()
-    except (SolverError, ConfigError) as e:
-        return missing(f"the companion solve at tolerances /{factor:g} failed: {e}")
-    same = plain.times.shape == tight.times.shape and np.allclose(
-        plain.times, tight.times, rtol=0, atol=0
-    )
-    if not same:
-        return missing(
-            "the companion's save times differ from the run's (a stop event "
-            "triggered at a different time)"
-        )
-    obs = {
-        k: np.abs(np.asarray(v, float) - np.asarray(tight.observables[k], float))
-        for k, v in plain.observables.items()
-        if k in tight.observables and np.issubdtype(np.asarray(v).dtype, np.number)
-    }
-    par = {
-        k: np.abs(np.asarray(v, float) - np.asarray(tight.params[k], float))
-        for k, v in plain.params.items()
-        if k in tight.params and np.shape(v) == np.shape(tight.params[k])
-    }
-    w0 = float(plain.stats["wall_s"])
-    cost = (w0 + float(tight.stats["wall_s"])) / w0 if w0 > 0 else float("nan")
-    ge = GlobalError(factor, obs, par, tight, cost)
-    plain.config["global_error"] = ge.summary()
-    return _dc.replace(plain, global_error=ge)
 
 
 def simulate(

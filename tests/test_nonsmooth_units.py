@@ -78,10 +78,12 @@ def _problem(x, y):
     return flows.make_problem(model, flows.from_arrays(x, y), theta0=theta0, loss_fn=logistic)
 
 
+#: (rtol, atol) of the nets built here (only the step controller reads them).
+TOLS = (1e-6, 1e-9)
+
+
 def _settings(slots=SLOTS):
     return Settings(
-        rtol=1e-6,
-        atol=1e-9,
         clock="physical",
         max_steps=100,
         max_events=100,
@@ -107,7 +109,7 @@ def decider():
     @jax.jit
     def run(dynamic, slot_idx, slot_on):
         problem = eqx.combine(dynamic, static)
-        net = Net.build(problem, settings, layout)
+        net = Net.build(problem, settings, layout, TOLS)
         theta = problem.theta0
         y = (theta, jnp.zeros(()), jnp.zeros(()))
         pat = initial_pattern(net, theta)
@@ -264,7 +266,7 @@ def solvers():
     @jax.jit
     def run(dynamic):
         problem = eqx.combine(dynamic, static)
-        net = Net.build(problem, settings, layout)
+        net = Net.build(problem, settings, layout, TOLS)
         y = (problem.theta0, jnp.zeros(()), jnp.zeros(()))
         ev = candidates(net, y, initial_pattern(net, problem.theta0))
         side, start, still_bad = active_set(net, ev)

@@ -17,6 +17,7 @@ from .. import _compile
 from .._arguments import ControllerSpec, SaveSpec, ungroup
 from .._compile import callback_free
 from .._errors import ConfigError, SolverError
+from .._global_error import GLOBAL_ERROR_FACTOR, with_global_error
 from .._problem import Problem
 from .._solvers import check_error_norm
 from .._stats import Result, SolveStats
@@ -60,20 +61,20 @@ def _no_observables(problem, theta, t):
     return {}
 
 
-def _run(dynamic, ts, pts_mask, t0, t1, *, static, settings, layout):
-    """The loop for a (traced) problem: its tables built per trace, its arrays as
-    arguments."""
+def _run(dynamic, tols, ts, pts_mask, t0, t1, *, static, settings, layout):
+    """The loop for a (traced) problem: its tables built per trace, its arrays and the
+    tolerances `tols` = (rtol, atol) as arguments."""
     problem = eqx.combine(dynamic, static)
-    net = Net.build(problem, settings, layout)
+    net = Net.build(problem, settings, layout, tols)
     return run(net, problem.theta0, ts, pts_mask, t0, t1)
 
 
-def _resume(dynamic, carry, ts, pts_mask, t1, *, static, settings, layout):
+def _resume(dynamic, tols, carry, ts, pts_mask, t1, *, static, settings, layout):
     """The loop continued from `carry` (a stopped run's final carry, its slots padded to
     `settings`' sizes by `grow_slots`)."""
     problem = eqx.combine(dynamic, static)
     carry = {**carry, "code": jnp.int32(0), "pair": jnp.int32(-1)}
-    return loop(Net.build(problem, settings, layout), carry, ts, pts_mask, t1)
+    return loop(Net.build(problem, settings, layout, tols), carry, ts, pts_mask, t1)
 
 
 def grow_slots(carry: dict, m_new: int) -> dict:
@@ -155,8 +156,6 @@ def _checked(problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, 
         ts = np.append(ts, t1)
     pts_mask = np.isin(ts, param_save_times(ts, save_params))
     settings = Settings(
-        rtol=rtol,
-        atol=atol,
         clock=clock,
         max_steps=max_steps,
         max_events=max_events,
@@ -174,7 +173,7 @@ def _checked(problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, 
     return problem, (t0, t1, rtol, atol), ts, pts_mask, settings, bounds, layout
 
 
-def _solve(problem, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, layout):
+def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, layout):
     """(final carry, slot growth, compile s, wall s): the loop compiled and run, continued
     from where slots ran out (code 5) with twice the slots that ran out (or the power of
     two the event needs), unless one that ran out is at its bound."""
@@ -186,6 +185,7 @@ def _solve(problem, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, l
     structure = (treedef, s_def, tuple(s_leaves), tuple((v.shape, v.dtype) for v in leaves))
     ts_j, mask_j = jnp.asarray(ts, problem.dtype), jnp.asarray(pts_mask)
     t0_j, t1_j = jnp.asarray(t0, problem.dtype), jnp.asarray(t1, problem.dtype)
+    tols_j = jnp.asarray(tols, problem.dtype)
 
     def compiled_for(kind, fn, settings, *args):
         key = (kind, settings, structure)
@@ -199,7 +199,7 @@ def _solve(problem, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, l
         return _CACHE[key]
 
     start = time.perf_counter()
-    args = (dynamic, ts_j, mask_j, t0_j, t1_j)
+    args = (dynamic, tols_j, ts_j, mask_j, t0_j, t1_j)
     compiled = compiled_for("run", _run, settings, *args)
     compile_s = time.perf_counter() - start
     start = time.perf_counter()
@@ -235,7 +235,7 @@ def _solve(problem, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, l
             }
         )
         carry = grow_slots(out, settings.max_sliding)
-        args = (dynamic, carry, ts_j, mask_j, t1_j)
+        args = (dynamic, tols_j, carry, ts_j, mask_j, t1_j)
         start = time.perf_counter()
         compiled = compiled_for("resume", _resume, settings, *args)
         compile_s += time.perf_counter() - start
@@ -299,6 +299,7 @@ def simulate_nonsmooth(
     storm_span: float = 1e-9,
     error_norm: str = "rms",
     throw: bool = True,
+    global_error: bool = False,
     save: SaveSpec | None = None,
     controller: ControllerSpec | None = None,
 ) -> Trajectory:
@@ -327,6 +328,12 @@ def simulate_nonsmooth(
     - `error_norm`: the norm of the scaled local error the step size controls, as in
       `flows.simulate`: 'rms' (default) or 'max' (its largest component; on deep nets from
       small init the error sits in few parameters, see the README).
+    - `global_error`: also estimate the run's global error, as `flows.simulate` does: a
+      companion solve at rtol and atol `GLOBAL_ERROR_FACTOR` (10) times tighter, the
+      same save times and event settings (switches are located to rounding in both, so
+      the difference is the step error carried through the events); `traj.global_error`
+      and `config["global_error"]`. The tolerances are run-time values of the
+      compiled loop, so the companion reuses the run's program.
     - `save`, `controller`: those arguments grouped (`flows.SaveSpec`,
       `flows.ControllerSpec` without `dt0`), as in `flows.simulate`.
 
@@ -352,6 +359,19 @@ def simulate_nonsmooth(
             g["observables"],
         )
         rtol, atol, error_norm = g["rtol"], g["atol"], g["error_norm"]
+    if global_error:
+        same = {
+            "t1": t1, "t0": t0, "ts": ts, "n_save": n_save, "save_params": save_params,
+            "observables": observables, "clock": clock, "max_steps": max_steps,
+            "max_events": max_events, "max_sliding": max_sliding,
+            "max_candidates": max_candidates, "slots": slots, "kink_tol": kink_tol,
+            "storm_window": storm_window, "storm_span": storm_span, "error_norm": error_norm,
+        }  # fmt: skip
+        plain = simulate_nonsmooth(problem, rtol=rtol, atol=atol, throw=throw, **same)
+        f = GLOBAL_ERROR_FACTOR
+        return with_global_error(
+            plain, lambda: simulate_nonsmooth(problem, rtol=rtol / f, atol=atol / f, **same), f
+        )
     kw = dict(
         max_steps=max_steps,
         max_events=max_events,
@@ -369,7 +389,9 @@ def simulate_nonsmooth(
     t0, t1, rtol, atol = tols
     kinks = problem.model.activation_kinks
     assert kinks is not None  # checked by _checked
-    out, growth, compile_s, wall_s = _solve(problem, ts, pts_mask, t0, t1, settings, bounds, layout)
+    out, growth, compile_s, wall_s = _solve(
+        problem, (rtol, atol), ts, pts_mask, t0, t1, settings, bounds, layout
+    )
     config = {
         "method": "gradient flow, piecewise-smooth (Tsit5 within an activation pattern, "
         "located switching, Filippov sliding)",

@@ -67,7 +67,7 @@ def rms_err(net: Net, y0, y1, yerr):
     settings = net.settings
 
     def leaf(a, b, e):
-        sc = settings.atol + settings.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b))
+        sc = net.atol + net.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b))
         return jnp.ravel(e / sc)
 
     parts = [
@@ -94,7 +94,7 @@ def rms_err(net: Net, y0, y1, yerr):
     # 96 × rtol at t = 1e8 with θ at 1.2 ×). So t's error is bounded on its own, whatever
     # the norm of the parameters' (in the RMS norm it would be diluted among them), and
     # relative to the step's increment of t: the global relative error of t stays ~rtol.
-    sc_t = settings.atol + settings.rtol * jnp.abs(y1[2] - y0[2])
+    sc_t = net.atol + net.rtol * jnp.abs(y1[2] - y0[2])
     return jnp.maximum(err, jnp.abs(yerr[2]) / sc_t)
 
 
@@ -145,13 +145,9 @@ def start(net: Net, theta0, ts, pts_mask, t0, t1):
     s0 = jnp.asarray(t0 if settings.clock == "physical" else 0.0, dtype)
     # the first step: Hairer's heuristic on the s-field
     f0 = vector_field(net, s0, y0, pat0)
-    d0 = tree_rms(
-        jax.tree_util.tree_map(lambda v: v / (settings.atol + settings.rtol * jnp.abs(v)), y0[0])
-    )
+    d0 = tree_rms(jax.tree_util.tree_map(lambda v: v / (net.atol + net.rtol * jnp.abs(v)), y0[0]))
     d1 = tree_rms(
-        jax.tree_util.tree_map(
-            lambda v, f: f / (settings.atol + settings.rtol * jnp.abs(v)), y0[0], f0[0]
-        )
+        jax.tree_util.tree_map(lambda v, f: f / (net.atol + net.rtol * jnp.abs(v)), y0[0], f0[0])
     )
     h0 = jnp.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / d1)
     h0 = jnp.minimum(h0, (t1 - t0) / f0[2])

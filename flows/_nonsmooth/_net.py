@@ -90,10 +90,10 @@ def layout_of(problem: Problem) -> Layout:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """The compile-time settings of one loop (hashable: part of the compile key)."""
+    """The compile-time settings of one loop (hashable: part of the compile key). The
+    tolerances are not among them: they are run-time values (`Net.rtol`, `Net.atol`), so
+    a run at other tolerances (a companion solve, a tolerance sweep) reuses the program."""
 
-    rtol: float
-    atol: float
     clock: str
     max_steps: int
     max_events: int
@@ -116,7 +116,8 @@ class Net:
     Piece p of the activation spans (lo[p], hi[p]) with σ(z) = a[p] + s[p]·z there; kink k
     sits at c[k] with value vc[k] (so piece k is left of kink k, piece k + 1 right of it).
     `layer_of[j]` is the layer of pair j; M and C are the sliding and candidate slots, P
-    the number of pairs."""
+    the number of pairs. `rtol`, `atol`: the step controller's tolerances, traced scalars
+    (arguments of the compiled loop)."""
 
     problem: Problem
     settings: Settings
@@ -128,9 +129,12 @@ class Net:
     lo: jax.Array
     hi: jax.Array
     layer_of: jax.Array
+    rtol: jax.Array
+    atol: jax.Array
 
     @classmethod
-    def build(cls, problem: Problem, settings: Settings, layout: Layout) -> Net:
+    def build(cls, problem: Problem, settings: Settings, layout: Layout, tols) -> Net:
+        """The tables for `problem`; `tols` = (rtol, atol), arrays or numbers."""
         pl = problem.model.activation_kinks
         assert pl is not None  # checked by simulate_nonsmooth
         c_np, vc_np, a_np, s_np = pl.tables()
@@ -144,7 +148,10 @@ class Net:
         layer_of = np.concatenate(
             [np.full(math.prod(sh), i) for i, sh in enumerate(layout.shapes)]
         ).astype(np.int32)
-        return cls(problem, settings, layout, c, vc, a, s, lo, hi, jnp.asarray(layer_of))
+        rtol, atol = (jnp.asarray(v, dtype) for v in (tols[0], tols[1]))
+        return cls(
+            problem, settings, layout, c, vc, a, s, lo, hi, jnp.asarray(layer_of), rtol, atol
+        )
 
     @property
     def dtype(self):
