@@ -5,6 +5,7 @@ Oracles: the KKT problem's own sign pattern (recomputed from its solution), clos
 clustered networks (Theorem 5.1 with r = 0), synthetic trajectories whose trend is known.
 """
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -74,6 +75,14 @@ def test_theorem61_holds_fails_and_not_applicable():
     slow.observables["u_bar"] += 20.0 * (slow.observables["u_bar"] - sol.u[None])
     c = check_theorem61(slow, data, cfg, "fake")  # type: ignore[arg-type]
     assert c.verdict == "not applicable" and "not converged" in c.reason
+    # the critical cos_tol is the measured cos: just above it the verdict flips
+    (crit,) = c.critical
+    flip = float(crit.split("≤")[1])
+    assert flip == pytest.approx(min(c.values["cos_w"], c.values["cos_u"]), rel=1e-5)
+    looser = dataclasses.replace(cfg, cos_tol=flip * (1 - 1e-5))
+    assert check_theorem61(slow, data, looser, "fake").verdict == "holds"  # type: ignore[arg-type]
+    (crit,) = check_theorem61(bad, data, cfg, "fake").critical  # type: ignore[arg-type]
+    assert crit.startswith("holds for no cos_tol")
     # leaving the NAR at the end: the hypothesis fails, not applicable
     left = _fake_run(data, cfg, sol.w, sol.u, np.r_[beta[:-1], -0.1], lambda t: 0.1 / (1 + t))
     c = check_theorem61(left, data, cfg, "fake")  # type: ignore[arg-type]
