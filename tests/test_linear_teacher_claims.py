@@ -282,3 +282,31 @@ def test_network_np_matches_the_reduced_leaky_relu():
         np.testing.assert_allclose(network_np(w, u, x, 1.5, slope), ref, rtol=1e-14, atol=1e-14)
     # and it is the leaky net: slope·z on the negative side (fails for a plain ReLU)
     assert network_np(np.array([[-1.0]]), np.zeros((1, 1)), np.array([[2.0]]), 1.0, 0.1) == -0.2
+
+
+def test_tolerance_rows_state_where_their_verdict_flips():
+    """Each row judged with one of the toolkit's tolerances carries the value where its
+    verdict flips; on either side of it the row's verdict is the other one."""
+    from flows.experiments.linear_teacher.checks import check_digits, check_smoothed_margin
+
+    times = np.logspace(0, 3, 6)
+    l_sum = np.full(6, 0.1)
+    gamma = np.array([1.0, 1.1, 1.2, 1.19, 1.3, 1.4])  # one relative drop of 0.84 %
+    c = check_smoothed_margin(times, l_sum, gamma, 1e-5, "x")
+    assert c.verdict == "fails"
+    (crit,) = c.critical
+    flip = float(crit.split("≥")[1])
+    assert flip == pytest.approx(0.01 / 1.19, rel=1e-3)
+    assert check_smoothed_margin(times, l_sum, gamma, flip * 1.01, "x").verdict == "holds"
+    assert check_smoothed_margin(times, l_sum, gamma, flip * 0.99, "x").verdict == "fails"
+
+    cfg = Config()
+    obs = {"frac_outside": [0.5, 0.03], "frac_outside_test": [0.5, 0.04], "r_rel": [1.0, 0.1]}
+    run = SimpleNamespace(observables={k: np.asarray(v) for k, v in obs.items()})
+    c = check_digits("0v1", run, cfg)  # type: ignore[arg-type]
+    (crit,) = c.critical
+    flip = float(crit.split("≥")[1])
+    assert flip == pytest.approx(0.04)
+    for tol, verdict in ((flip * 1.01, "holds"), (flip * 0.99, "fails")):
+        again = check_digits("0v1", run, dataclasses.replace(cfg, digits_frac_tol=tol))  # type: ignore[arg-type]
+        assert again.verdict == verdict

@@ -93,6 +93,15 @@ def certificate_checks(traj: Trajectory, label: str, rtol: float) -> list[Check]
     ]
 
 
+def flips_at(name: str, value: float, *, at_least: bool, others_hold: bool = True) -> str:
+    """Where a row's verdict flips in one of the toolkit's tolerances (`Config`), the other
+    conditions of the row as measured: the row holds for `name` ≥ `value` (`at_least`) or
+    ≤ `value`; for no value when another condition of the row fails."""
+    if not others_hold or not math.isfinite(value):
+        return f"holds for no {name} (another condition of the row fails)"
+    return f"holds for {name} {'≥' if at_least else '≤'} {value:.4g}"
+
+
 def check_smoothed_margin(times, l_sum, gamma, tol: float, label: str) -> Check:
     """γ̃ non-decreasing once L_sum < log 2 (Lyu & Li 2020, via §6)."""
     claim = f"smoothed margin γ̃ non-decreasing once Σℓ < log 2 ({label})"
@@ -106,7 +115,7 @@ def check_smoothed_margin(times, l_sum, gamma, tol: float, label: str) -> Check:
     g = gamma[after[0] :]
     drops = -np.diff(g) / np.maximum(np.abs(g[1:]), 1e-300)
     worst = float(np.max(drops)) if len(drops) else 0.0
-    return Check.compare(
+    c = Check.compare(
         claim,
         src,
         holds=worst <= tol,
@@ -115,6 +124,9 @@ def check_smoothed_margin(times, l_sum, gamma, tol: float, label: str) -> Check:
         f"{float(times[after[0]]):.3g}; γ̃: {g[0]:.3g} → {g[-1]:.3g}",
         assumptions="Assumption 6.1: Σℓ < log 2 from t₀ on",
         values={"worst_relative_drop": worst, "t0": float(times[after[0]])},
+    )
+    return dataclasses.replace(
+        c, critical=(flips_at("margin_drop_tol", max(worst, 0.0), at_least=True),)
     )
 
 
@@ -136,6 +148,20 @@ def check_clustering(small: Trajectory, large: Trajectory, cfg: Config) -> list[
     ]
     checks[0] = dataclasses.replace(
         checks[0],
+        critical=(
+            flips_at(
+                "r_rel_tol",
+                r_end,
+                at_least=True,
+                others_hold=bool(r_end < r_mid and frac_end <= cfg.frac_tol),
+            ),
+            flips_at(
+                "frac_tol",
+                frac_end,
+                at_least=True,
+                others_hold=bool(r_end < r_mid and r_end <= cfg.r_rel_tol),
+            ),
+        ),
         trend=time_trend(
             small,
             "r_rel",
@@ -155,6 +181,10 @@ def check_clustering(small: Trajectory, large: Trajectory, cfg: Config) -> list[
             f"{float(ol['frac_outside'][-1]):.3g}",
             values={"r_rel_large": rl, "r_rel_small": r_end},
         )
+    )
+    checks[1] = dataclasses.replace(
+        checks[1],
+        critical=(flips_at("large_factor", rl / max(r_end, 1e-300), at_least=False),),
     )
     return checks
 
@@ -207,7 +237,13 @@ def check_par_prediction(traj: Trajectory, sol, agree: dict, cfg: Config, symmet
         if "w_bar" in o
         else None
     )
-    return _with_trend(
+    cos_min = min(agree["cos_w"], agree["cos_u"])
+    angle = agree["boundary_angle_deg"]
+    critical = (
+        flips_at("cos_tol", cos_min, at_least=False, others_hold=angle <= cfg.angle_tol_deg),
+        flips_at("angle_tol_deg", angle, at_least=True, others_hold=cos_min >= cfg.cos_tol),
+    )
+    c = _with_trend(
         trend,
         claim,
         src,
@@ -221,6 +257,7 @@ def check_par_prediction(traj: Trajectory, sol, agree: dict, cfg: Config, symmet
         "is only logarithmic in t, hence the tolerance",
         values={**agree, "t1": float(traj.times[-1])},
     )
+    return dataclasses.replace(c, critical=critical)
 
 
 def check_par_share(traj: Trajectory) -> Check:
@@ -401,7 +438,7 @@ def check_boundary(small: Trajectory, large: Trajectory, data, cfg: Config) -> C
     x = data.train.x
     s = boundary_nonlinearity(small.param("w"), small.param("u"), x, cfg.v, cfg.slope)
     lg = boundary_nonlinearity(large.param("w"), large.param("u"), x, cfg.v, cfg.slope)
-    return Check.compare(
+    c = Check.compare(
         f"decision boundary: linear from small init ({cfg.small_init:g}), not from large "
         f"init ({cfg.large_init:g})",
         f"{SOURCE} §1, Fig. 1",
@@ -412,12 +449,15 @@ def check_boundary(small: Trajectory, large: Trajectory, data, cfg: Config) -> C
         assumptions="2-D symmetric Gaussians; a 201×201 grid over the data's square",
         values={"nonlinear_share_small": s, "nonlinear_share_large": lg},
     )
+    return dataclasses.replace(
+        c, critical=(flips_at("frac_tol", s, at_least=True, others_hold=lg > s),)
+    )
 
 
 def check_digits(name: str, traj: Trajectory, cfg: Config) -> Check:
     o = traj.observables
     ftr, fte = float(o["frac_outside"][-1]), float(o["frac_outside_test"][-1])
-    return Check.compare(
+    c = Check.compare(
         f"digits {name}: share of train/test points outside the linear region → 0",
         f"{SOURCE} §5.1, Fig. 2",
         holds=ftr <= cfg.digits_frac_tol and fte <= cfg.digits_frac_tol,
@@ -425,6 +465,9 @@ def check_digits(name: str, traj: Trajectory, cfg: Config) -> Check:
         measured=f"train {ftr:.3g}, test {fte:.3g}; r/‖w̄−ū‖ {float(o['r_rel'][-1]):.3g}",
         assumptions=f"small init {cfg.digits_init:g}",
         values={"frac_train": ftr, "frac_test": fte, "r_rel": float(o["r_rel"][-1])},
+    )
+    return dataclasses.replace(
+        c, critical=(flips_at("digits_frac_tol", max(ftr, fte), at_least=True),)
     )
 
 
@@ -502,7 +545,7 @@ def check_theorem61(traj: Trajectory, data, cfg: Config, label: str) -> Check:
         f"holds for cos_tol ≤ {cos_min:.6g}"
         if falls and sol.success
         else "holds for no cos_tol (the angle does not fall, or no NAR solution)",
-    )
+    )  # 6 digits: the measured cos is within 1e-3 of 1
     gap_falls = bool(gap_slope < 0 and gap_w[-1] < gap_w[0] and gap_u[-1] < gap_u[0])
     if falls and match:
         verdict, reason = "holds", ""
