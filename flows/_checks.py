@@ -206,8 +206,11 @@ class Check:
         assumptions: str = "",
         values: dict | None = None,
         reason: str = "",
+        critical: tuple[str, ...] = (),
     ) -> Check:
-        """A check whose verdict is `holds` iff `holds` (a NaN comparison is a failure)."""
+        """A check whose verdict is `holds` iff `holds` (a NaN comparison is a failure).
+        `critical`: where the verdict flips in a tolerance of the check
+        (`flows.claims.flips_at`)."""
         return cls(
             claim=claim,
             source=source,
@@ -217,6 +220,7 @@ class Check:
             reason=reason,
             assumptions=assumptions,
             values=_clean(values or {}),
+            critical=tuple(critical),
         )
 
     @classmethod

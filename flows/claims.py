@@ -107,6 +107,7 @@ __all__ = [
     "limit_in_time",
     "ORDER_SLACK",
     "with_error_bars",
+    "flips_at",
     "MIN_WIDTHS",
     "MIN_SEEDS",
     "Reference",
@@ -338,6 +339,20 @@ def agrees(
         margin=margin,
         error=err,
     )
+
+
+def flips_at(name: str, value: float, *, at_least: bool, others_hold: bool = True) -> str:
+    """The critical-value text of a row judged with a tolerance the toolkit (not the paper)
+    chose, for `Check.critical`: the row holds for `name` ≥ `value` (`at_least`, e.g. a
+    measured error against an allowed error) or `name` ≤ `value` (e.g. a measured cosine
+    against a required one), the row's other conditions as measured; 'holds for no
+    `name`' when one of those fails (`others_hold` False) or `value` is not finite.
+    E.g. a row `Check.compare(..., holds=err <= cfg.tol)` gets
+    `critical=(flips_at("tol", err, at_least=True),)`.
+    """
+    if not others_hold or not math.isfinite(value):
+        return f"holds for no {name} (another condition of the row fails)"
+    return f"holds for {name} {'≥' if at_least else '≤'} {value:.4g}"
 
 
 #: A limit claim needs at least this many widths and seeds per width.

@@ -232,3 +232,12 @@ def test_agrees_judges_two_estimates_against_their_error_bars():
     assert bare.verdict == NOT_APPLICABLE
     # the table reads an agreement as a difference against the bar, not as a margin
     assert "difference 0.02 against the error bar ±0.03" in format_table([ok])
+
+
+def test_flips_at_states_the_side_and_refuses_when_another_condition_fails():
+    from flows.claims import flips_at
+
+    assert flips_at("tol", 0.0123456, at_least=True) == "holds for tol ≥ 0.01235"
+    assert flips_at("cos_tol", 0.99, at_least=False) == "holds for cos_tol ≤ 0.99"
+    assert flips_at("tol", 0.5, at_least=True, others_hold=False).startswith("holds for no tol")
+    assert flips_at("tol", math.inf, at_least=True).startswith("holds for no tol")

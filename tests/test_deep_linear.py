@@ -220,6 +220,19 @@ def test_random_init_claim_applicability_and_failure(quick):
     # and the measured spread (ratios up to 1.24 here) is outside a factor 1.05
     tight = dlx.check_random_init(traj, theory, cfg.u0, 1.05, cfg.small_init)
     assert tight.verdict == "fails", tight
+    # the critical factor: the verdict flips there (holds just above, fails just below),
+    # and beyond the stated upper end no mode is checked any more (not applicable)
+    (crit,) = ok.critical
+    lo, hi = (
+        float(x) for x in crit.split(" (")[0].removeprefix("holds for ").split(" ≤ factor ≤ ")
+    )
+    for f, verdict in (
+        (lo * 1.001, "holds"),
+        (lo * 0.999, "fails"),
+        (hi * 1.001, "not applicable"),
+    ):
+        c = dlx.check_random_init(traj, theory, cfg.u0, f, cfg.small_init)
+        assert c.verdict == verdict, (f, crit, c)
     early = dataclasses.replace(traj, times=traj.times / 100)  # as if t1 were 100× shorter
     na = dlx.check_random_init(early, theory, cfg.u0, cfg.random_factor, cfg.small_init)
     assert na.verdict == "not applicable"

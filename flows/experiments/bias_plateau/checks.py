@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from flows import Check
-from flows.claims import OUTSIDE_HYPOTHESIS
+from flows.claims import OUTSIDE_HYPOTHESIS, flips_at
 from reduced import bias_plateau as rbp
 from reduced import interpolation as rint
 
@@ -165,6 +165,9 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
             "weights, exact when σ = 0 and W is diagonal",
         )
     )
+    checks[-1] = dataclasses.replace(
+        checks[-1], critical=(flips_at("reduced_time_rtol", worst, at_least=True),)
+    )
     bT, brT = o["b"][-1], run.b_red[-1]
     scale = float(np.max(np.abs(brT)))
     db = float(np.max(np.abs(bT - brT)))
@@ -182,6 +185,12 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
             "the sharp learning transitions, so the end state is compared)",
         )
     )
+    checks[-1] = dataclasses.replace(
+        checks[-1],
+        critical=(
+            flips_at("reduced_bias_rtol", db / scale if scale > 0 else math.inf, at_least=True),
+        ),
+    )
     order = np.asarray(rbp.predicted_learning_order(run.w0))
     chk = check_learning_order(run.t_learned, order)
     checks.append(dataclasses.replace(chk, assumptions=assumptions))
@@ -198,6 +207,7 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
                 assumptions=assumptions,
                 values={"min_gap": gap, "rows": rows},
                 reason="checked when each later class is learned, and at T",
+                critical=(flips_at("C₂", gap, at_least=False),),
             )
         )
     else:
@@ -217,6 +227,7 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
             measured=f"{off:.3g} = {off / cfg.delta:.3g}·δ (at t = 0: {off0 / cfg.delta:.3g}·δ)",
             assumptions=assumptions,
             values={"offdiag_max": off, "offdiag_max_0": off0},
+            critical=(flips_at("C (in O(δ))", off / cfg.delta, at_least=True),),
         )
     )
     return checks
@@ -422,6 +433,7 @@ def check_measured_plateau(run: DeepRun, th: rint.Theorem1 | None, cfg: Config) 
     if not inside.any():
         return Check.not_applicable(claim, src, f"no grid α in [α₁′, α₂] = [{lo:.3g}, {hi:.3g}]")
     ok = bool(np.all(run.curve.error[inside] >= run.curve.chance_error - cfg.plateau_tol))
+    deficit = float(run.curve.chance_error - np.min(run.curve.error[inside]))
     return Check.compare(
         claim,
         src,
@@ -433,4 +445,5 @@ def check_measured_plateau(run: DeepRun, th: rint.Theorem1 | None, cfg: Config) 
         f"is {pl.end / th.alpha_2:.2g}× α₂"
         if math.isfinite(pl.end)
         else "",
+        critical=(flips_at("plateau_tol", max(deficit, 0.0), at_least=True),),
     )

@@ -290,6 +290,26 @@ def check_random_init(
         sharp = f"; vs t½(s, u_eff): {_fmt(meas / pred_eff, 3)}"
     final = mode_strengths(traj)[-1] / s
     values["final_strength_over_s"] = final.tolist()
+    # where the verdict flips in the toolkit's factor f: mode i is checked while
+    # f ≤ t_end/t½_i and inside while f ≥ max(ratio_i, 1/ratio_i), so the verdict only
+    # gets easier as f grows (monotone) until no mode is checked (not applicable)
+    reach_i = np.where(np.isfinite(pred) & (pred > 0), t_end / pred, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need_i = np.where(ratio > 0, np.maximum(ratio, 1 / ratio), np.inf)
+
+    def holds_at(f: float) -> bool:
+        checked = f <= reach_i
+        return bool(checked.any() and np.all(need_i[checked] <= f))
+
+    candidates = sorted(x for x in np.r_[need_i, reach_i * (1 + 1e-12)] if math.isfinite(x))
+    flip = next((f for f in candidates if f >= 1 and holds_at(f)), math.inf)
+    reach = float(np.max(reach_i))
+    critical = (
+        f"holds for {flip:.4g} ≤ factor ≤ {reach:.4g} (above: not applicable, the run ends "
+        "before factor·t½ of every mode)"
+        if flip <= reach
+        else "holds for no factor",
+    )
     return Check.compare(
         claim,
         source,
@@ -303,4 +323,5 @@ def check_random_init(
             "u_eff = ¼‖W₁v + W₂ᵀu‖² (a χ² with h degrees of freedom, mean u₀) through "
             "t½ ∝ ln(s/u_eff), and the coupling of modes the balanced solution does not have"
         ),
+        critical=critical,
     )

@@ -9,9 +9,7 @@ import math
 import numpy as np
 
 from flows import Check, Trajectory
-from flows.claims import (
-    Trend,
-)
+from flows.claims import Trend, flips_at
 from reduced import max_margin as mm
 
 from .config import RELU_EXAMPLE, SOURCE, Config
@@ -91,15 +89,6 @@ def certificate_checks(traj: Trajectory, label: str, rtol: float) -> list[Check]
             values={"max_rise": rise},
         ),
     ]
-
-
-def flips_at(name: str, value: float, *, at_least: bool, others_hold: bool = True) -> str:
-    """Where a row's verdict flips in one of the toolkit's tolerances (`Config`), the other
-    conditions of the row as measured: the row holds for `name` ≥ `value` (`at_least`) or
-    ≤ `value`; for no value when another condition of the row fails."""
-    if not others_hold or not math.isfinite(value):
-        return f"holds for no {name} (another condition of the row fails)"
-    return f"holds for {name} {'≥' if at_least else '≤'} {value:.4g}"
 
 
 def check_smoothed_margin(times, l_sum, gamma, tol: float, label: str) -> Check:
