@@ -1,4 +1,4 @@
-"""API misuse is named (issue 34): θ(0) may be any pytree, and every other misuse — a user's
+"""API misuse is named: θ(0) may be any pytree, and every other misuse — a user's
 function that cannot be traced or returns the wrong thing, something that is not a Problem,
 a size that cannot be allocated — is a `ConfigError` naming the argument and what to do,
 raised before anything is compiled or allocated.

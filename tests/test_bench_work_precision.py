@@ -185,7 +185,7 @@ def test_torch_port_rejects_other_models(wp):
 def test_ratios_are_read_off_the_curve_at_gd_error(wp):
     """The headline's work-precision ratio is read off a solver's curve at GD's error (log–
     log interpolation between the two tolerances whose errors bracket it), on GD's own
-    field, not taken from the single luckiest row of any field (issue 16)."""
+    field, not taken from the single luckiest row of any field."""
     report = importlib.import_module("work_precision.report")
 
     def row(solver, err, wall, evals, variant="autodiff"):

@@ -1,5 +1,5 @@
 """Bias-plateau paper: models, data, objective, observables, interpolation, Theorem 1 and
-the experiment's checks (THEORY.md §B)."""
+the experiment's checks."""
 
 import dataclasses
 import math

@@ -1,6 +1,6 @@
 """Bias-plateau trends at matched loss: GD's stop condition, the matched-loss event, the
 interpolation from 0, the one-sided loss plateau, the per-layer init scale and the trend
-verdicts (THEORY.md §B; issue 13)."""
+verdicts."""
 
 import dataclasses
 import math

@@ -1,4 +1,4 @@
-"""The command line in unusual surroundings (issue 34): a terminal that cannot encode the
+"""The command line in unusual surroundings: a terminal that cannot encode the
 toolkit's characters, stdout to a full disk or a closed pipe, and `JAX_PLATFORMS` /
 `XLA_FLAGS` values JAX cannot start with. Each runs `python -m flows` (the same `entry`
 as the console script) as a subprocess, with the cheapest command that shows the case:

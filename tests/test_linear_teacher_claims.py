@@ -1,4 +1,4 @@
-"""Linear-teacher claims added for issue 13: Theorem 6.1 tested directly, App. J's geometry
+"""Linear-teacher claims beyond the main runs: Theorem 6.1 tested directly, App. J's geometry
 search, Theorem 4.1's n-scaling and "any η, any init", the large-init boundary, App. I.
 
 Oracles: the KKT problem's own sign pattern (recomputed from its solution), closed-form

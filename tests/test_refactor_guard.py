@@ -1,4 +1,4 @@
-"""Refactor guard (issue 14): `flows check <experiment> --quick` gives every claim the same
+"""Refactor guard: `flows check <experiment> --quick` gives every claim the same
 verdict and the same numbers as before the engine/papers restructure.
 
 The reference, `tests/data/quick_checks_before_restructure.json`, was written by the code

@@ -1,5 +1,5 @@
 """Nothing lost, nothing silently wrong: output folders, overwrites, divergence, the accuracy
-certificate, partial runs, interrupts and out-of-memory (issue 15)."""
+certificate, partial runs, interrupts and out-of-memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Robustness of `flows.simulate`'s solves (issue 16): the first step is the toolkit's,
+"""Robustness of `flows.simulate`'s solves: the first step is the toolkit's,
 chosen from the spectral radius at θ(0) and the tolerances, not diffrax's 0.01."""
 
 import numpy as np

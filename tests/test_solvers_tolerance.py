@@ -1,4 +1,4 @@
-"""Tolerance proportionality (issue 16): the global error of the toolkit's solvers follows
+"""Tolerance proportionality: the global error of the toolkit's solvers follows
 the rtol they are given, err/rtol in [0.1, 3] from rtol 1e-3 to 1e-8, on stiff problems
 with exact or independent references (`benchmarks/work_precision/stiff.py`, small sizes):
 the heat equation with rough data (exact sine series), the Brusselator with diffusion and
@@ -217,7 +217,7 @@ def test_matrix_free_kvaerno5_newton_stops_on_the_correction():
     assert 0.1 <= rows[0]["err_rtol"] <= 3.0, rows
 
 
-# --- error_norm: the controller's norm (issue 16, the multi-stage default) -------------
+# --- error_norm: the controller's norm (the multi-stage default) -------------
 #
 # On the multi-stage default the error sits in a few neurons: with diffrax's RMS-norm
 # control RKC2 and ESERK4 delivered max-norm err/rtol up to 3.9 and 6.9 (m = 1000) and

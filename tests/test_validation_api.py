@@ -1,5 +1,5 @@
 """Bad input to the data / model / problem layer is refused with a `ConfigError` naming the
-argument, and every valid numeric type (Python, NumPy, 0-d JAX) is accepted (issue 15).
+argument, and every valid numeric type (Python, NumPy, 0-d JAX) is accepted.
 
 Fast: nothing here integrates a flow.
 """
