@@ -6,6 +6,7 @@ segmented solve is `flows._loss_clock`."""
 from __future__ import annotations
 
 import math
+import sys
 import time
 import warnings
 from typing import Any
@@ -403,8 +404,21 @@ def _run_flow(problem, settings: FlowSettings, choice: SolverChoice, ts, pts, t0
         *((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)),
     )
     start = time.perf_counter()
-    compiled, _ = cached(key, lambda: compile_program(solve_flow, static, solver, *args))
+
+    def build():
+        if settings.progress:  # compilation is most of a small run: say so before it starts
+            print(
+                "flows: compiling the solve (once per model structure, solver and clock; "
+                "later runs reuse it)…",
+                file=sys.stderr,
+                flush=True,
+            )
+        return compile_program(solve_flow, static, solver, *args)
+
+    compiled, fresh = cached(key, build)
     compile_s = time.perf_counter() - start
+    if settings.progress and fresh:
+        print(f"flows: compiled in {compile_s:.1f} s; solving…", file=sys.stderr, flush=True)
     EVAL_COUNTER.reset()
     start = time.perf_counter()
     sol = compiled(static, solver, *args)

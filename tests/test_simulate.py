@@ -240,3 +240,13 @@ def test_analytic_eval_count_matches_callback_count(solver, dt0):
     counted = flows.simulate(prob, t1=6.0, rtol=1e-7, solver=solver, dt0=dt0, count_evals=True)
     assert auto.stats["steps"] == counted.stats["steps"]
     assert auto.stats["vf_evals"] == counted.stats["vf_evals"]
+
+
+def test_progress_says_when_it_compiles_and_only_then(small, capsys):
+    """With `progress`, a run that compiles says so before it starts (compilation is most
+    of a small run) and how long it took; a run that reuses the program does not."""
+    flows.simulate(small, t1=0.5, n_save=3, progress=True)
+    first = capsys.readouterr().err
+    assert "compiling the solve" in first and "compiled in" in first
+    flows.simulate(small, t1=0.7, n_save=3, progress=True)
+    assert "compiling" not in capsys.readouterr().err
