@@ -136,8 +136,7 @@ def solve_loss_clock(
     segment fails (max steps, non-finite state, a loss that stopped decaying) or the clock
     overflows (L underflows to 0, so dt/ds = 1/L is infinite); with `throw=False` the save
     times reached are returned instead, `stats.result` naming the failure. `error_norm`:
-    the step-size controller's norm ('rms' or 'max', `flows._solvers.pid_controller`).
-    """
+    the controller's norm ('rms' or 'max'); the tolerances are run-time values."""
     settings = _Settings(max_steps, count_evals, observables, error_norm)
     tols = _f64(np.array([rtol, atol]))
     key = ("loss clock", settings, choice.key, jax.tree_util.tree_structure(problem)) + tuple(

@@ -219,34 +219,33 @@ def simulate(
     whether the energy identity and the monotone loss hold within 100·rtol·L(0)
     (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
     """
+    call: dict[str, Any] = {
+        "t1": t1, "t0": t0, "solver": solver, "rtol": rtol, "atol": atol,
+        "error_norm": error_norm, "ts": ts, "n_save": n_save, "save_params": save_params,
+        "observables": observables, "clock": clock, "max_steps": max_steps, "dt0": dt0,
+        "count_evals": count_evals, "stop": stop,
+    }  # fmt: skip
     if save is not None or controller is not None:
-        g = ungroup(simulate, save, controller, {
-            "ts": ts, "n_save": n_save, "save_params": save_params, "observables": observables,
-            "rtol": rtol, "atol": atol, "error_norm": error_norm, "dt0": dt0,
-        })  # fmt: skip
-        ts, n_save, save_params, observables = (
-            g["ts"],
-            g["n_save"],
-            g["save_params"],
-            g["observables"],
-        )
-        rtol, atol, error_norm, dt0 = g["rtol"], g["atol"], g["error_norm"], g["dt0"]
+        call = ungroup(simulate, save, controller, call)
     if global_error:
-        same: dict[str, Any] = {
-            "t1": t1, "t0": t0, "solver": solver, "rtol": rtol, "atol": atol,
-            "error_norm": error_norm, "ts": ts, "n_save": n_save, "save_params": save_params,
-            "observables": observables, "clock": clock, "max_steps": max_steps, "dt0": dt0,
-            "count_evals": count_evals, "stop": stop,
-        }  # fmt: skip
-        plain = simulate(problem, **same, progress=progress, throw=throw)
+        plain = simulate(problem, **call, progress=progress, throw=throw)
         f = GLOBAL_ERROR_FACTOR
-        tight: dict[str, Any] = {**same, "rtol": rtol / f, "atol": atol / f}
+        tight = {**call, "rtol": call["rtol"] / f, "atol": call["atol"] / f}
         return with_global_error(plain, lambda: simulate(problem, **tight), f)
+    return _check_and_run(problem, progress=progress, throw=throw, **call)
+
+
+def _check_and_run(
+    problem, *, t1, t0, solver, rtol, atol, error_norm, ts, n_save, save_params, observables,
+    clock, max_steps, dt0, count_evals, stop, progress, throw,
+) -> Trajectory:  # fmt: skip
+    """`simulate`'s arguments checked in the user's terms (before anything is compiled),
+    the solver resolved, and the run on its clock."""
     problem = check_problem(problem)
     t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
     error_norm = check_error_norm(error_norm)
     if getattr(problem.model, "activation_kinks", None) is not None:
-        warnings.warn(KINKS_WARNING, stacklevel=2)
+        warnings.warn(KINKS_WARNING, stacklevel=3)  # the user's call of `simulate`
     clock = as_clock(clock)
     max_steps = check_max_steps(max_steps)
     dt0 = check_dt0(dt0)
