@@ -326,3 +326,16 @@ def test_config_validation():
     with pytest.raises(flows.ConfigError):
         lt.Config(small_init=1.0, large_init=0.1)
     assert lt.default_config(quick=True).t1 < lt.default_config().t1
+
+
+def test_equal_observable_arguments_give_one_function_and_so_one_compilation():
+    """The observables function is part of the event loop's compile key: a sweep over
+    seeds (each with its own but equal teacher e₁) must get the same function back."""
+    from flows.experiments.linear_teacher.observables import teacher_observables
+
+    a = teacher_observables(teacher=np.array([1.0, 0.0]), beta=0.0)
+    b = teacher_observables(teacher=np.array([1.0, 0.0]), beta=0.0)
+    assert a is b
+    assert teacher_observables(teacher=np.array([0.0, 1.0]), beta=0.0) is not a
+    assert teacher_observables(teacher=np.array([1.0, 0.0]), beta=1e-3) is not a
+    assert teacher_observables(beta=0.0) is not a
