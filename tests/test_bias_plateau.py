@@ -318,7 +318,8 @@ def test_homogeneous_checks_at_tiny_config():
 def test_experiment_run_writes_outputs(tmp_path):
     report = ex.run(TINY, tmp_path, progress=False)
     names = {p.name for p in report.files}
-    assert {"results.json", "trajectory.nc", "four_class.png", "interpolation.png"} <= names
+    assert {"results.json", "trajectory.nc", "four_class.png", "four_class.svg"} <= names
+    assert {"interpolation.png", "interpolation.svg"} <= names
     assert all(c.verdict in VERDICTS for c in report.checks)
     # a theorem row outside its hypothesis names it (Theorem 1's literal interval)
     assert all(

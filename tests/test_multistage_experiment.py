@@ -178,7 +178,16 @@ def test_run_writes_complete_results(tmp_path):
     cfg = dataclasses.replace(TINY, sweep_alpha=(1.0, 1.25), sweep_m=(100, 400))
     report = ex.run(cfg, tmp_path, progress=False)
     names = sorted(p.name for p in report.files)
-    assert names == ["K.png", "descent_time.png", "results.json", "stages.png", "trajectory.nc"]
+    assert names == [
+        "K.png",
+        "K.svg",
+        "descent_time.png",
+        "descent_time.svg",
+        "results.json",
+        "stages.png",
+        "stages.svg",
+        "trajectory.nc",
+    ]
     res = json.loads((tmp_path / "multistage" / "results.json").read_text())
     # the target figure and the sweep's finite-size trends are part of the report
     assert [t["target"] for t in res["targets"]] == ["f1"]

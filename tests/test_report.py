@@ -95,7 +95,7 @@ def fake_run(exp, checks):
     def run(cfg, out, **kw):
         od = OutputDir(Path(out) / exp.name, exp.files, exp.name)
         for n in exp.files:
-            if n.endswith(".png"):
+            if n.endswith((".png", ".svg")):  # a figure and its vector copy
                 _png(od.path(n))
             elif n.endswith(".nc"):
                 _trajectory(od.path(n))

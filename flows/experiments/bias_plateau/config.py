@@ -13,12 +13,17 @@ from flows.models.deep import DEEP_ACTIVATIONS
 __all__ = ["NAME", "FILES", "SOURCE", "ALPHA1_C", "Config", "default_config"]
 
 NAME = "bias-plateau"
-#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+#: The files `run` writes into `out/NAME/` (nothing else there is touched): each figure
+#: as PNG and, next to it, as SVG.
 FILES = (
     "four_class.png",
+    "four_class.svg",
     "interpolation.png",
+    "interpolation.svg",
     "trends.png",
+    "trends.svg",
     "bias_order.png",
+    "bias_order.svg",
     "trajectory.nc",
     "trajectory_deep.nc",
     "results.json",

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep, write_atomic
+from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep
 from flows import sweep as run_sweep
 from flows.models.deep import DEEP_ACTIVATIONS, DeepFCN
 from flows.plugin import (
@@ -55,7 +55,7 @@ from flows.plugin import (
     to_int,
 )
 
-from ..base import new_figure
+from ..base import figure_style, new_figure, save_figure
 from .checks import theorem1_of
 from .config import NAME, Config
 from .interpolation import plateau
@@ -411,34 +411,34 @@ def plateau_sweep(
     )
 
 
+@figure_style()
 def plot_plateau_sweep(sweep_nc_path, out_png) -> None:
     """Plateau length (mean ± sd over seeds, failed points left out) against δ for each
-    depth and against depth for each δ; written atomically to `out_png`."""
+    depth and against depth for each δ; written atomically to `out_png` (PNG only: the
+    sweep folder holds only the files the sweep engine declares)."""
     ds = load_sweep(Path(sweep_nc_path))
     length = ds["plateau_length"].where(ds["status"] == "ok")
     mean = length.mean("seed", skipna=True).values  # (depth, delta)
     count = np.isfinite(length.values).sum(axis=2)
     sd = np.where(count > 1, length.std("seed", ddof=1, skipna=True).values, 0.0)
     depths, deltas = ds["depth"].values.astype(int), ds["delta"].values.astype(float)
-    fig, axes = new_figure(1, 2, figsize=(12, 4.5))
+    fig, axes = new_figure(1, 2, width="text")
     for i, r in enumerate(depths):
-        axes[0].errorbar(deltas, mean[i], yerr=sd[i], marker="o", capsize=3, label=f"r = {r}")
-    axes[0].set(xscale="log", xlabel="δ", ylabel="error-plateau length (in α)")
-    axes[0].set_title("plateau vs init scale δ (mean ± sd over seeds)")
+        axes[0].errorbar(deltas, mean[i], yerr=sd[i], marker="o", label=f"$r = {r}$")
+    ylabel = r"error-plateau length (in $\alpha$)"
+    axes[0].set(xscale="log", xlabel=r"init scale $\delta$", ylabel=ylabel)
+    axes[0].set_title(r"(a) plateau vs init scale $\delta$ (mean ± sd over seeds)")
     for j, d in enumerate(deltas):
-        axes[1].errorbar(
-            depths, mean[:, j], yerr=sd[:, j], marker="o", capsize=3, label=f"δ = {d:g}"
-        )
-    axes[1].set(xlabel="depth r", ylabel="error-plateau length (in α)", xticks=depths)
-    axes[1].set_title("plateau vs depth (mean ± sd over seeds)")
+        axes[1].errorbar(depths, mean[:, j], yerr=sd[:, j], marker="o", label=rf"$\delta = {d:g}$")
+    axes[1].set(xlabel=r"depth $r$", ylabel=ylabel, xticks=depths)
+    axes[1].set_title("(b) plateau vs depth (mean ± sd over seeds)")
     for ax in axes:
-        ax.legend(fontsize=8)
+        ax.legend()
     c = json.loads(ds.attrs.get("config", "{}"))
     how = f"GD η = {c.get('lr')}" if c.get("method") == "gd" else "exact flow"
     fig.suptitle(
         f"Linear-interpolation error plateau: {c.get('activation', '?')} nets, width "
-        f"{c.get('width', '?')}, k = {c.get('k', '?')}, {how}, T = {c.get('t1', '?')}"
+        f"{c.get('width', '?')}, $k$ = {c.get('k', '?')}, {how}, $T$ = {c.get('t1', '?')}"
         + ("" if c.get("bias", True) else ", no output bias")
     )
-    fig.tight_layout()
-    write_atomic(Path(out_png), lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    save_figure(fig, out_png, vector=False, atomic=True)

@@ -69,7 +69,15 @@ __all__ = [
 NAME = "deep-linear"
 #: The files `flows check deep-linear` writes into `out/NAME/` (nothing else there is
 #: touched): `run` writes all but the report, which the command line adds after it.
-FILES = ("modes.png", "loss.png", "trajectory.nc", "results.json", REPORT_NAME)
+FILES = (
+    "modes.png",
+    "modes.svg",
+    "loss.png",
+    "loss.svg",
+    "trajectory.nc",
+    "results.json",
+    REPORT_NAME,
+)
 INITS = ("balanced", "random")
 
 

@@ -10,13 +10,19 @@ import math
 from flows import ConfigError
 
 NAME = "linear-teacher"
-#: The files `run` writes into `out/NAME/` (nothing else there is touched).
+#: The files `run` writes into `out/NAME/` (nothing else there is touched): each figure
+#: as PNG and, next to it, as SVG.
 FILES = (
     "boundary.png",
+    "boundary.svg",
     "clustering.png",
+    "clustering.svg",
     "par.png",
+    "par.svg",
     "outlier.png",
+    "outlier.svg",
     "sgd.png",
+    "sgd.svg",
     "trajectory.nc",
     "results.json",
 )

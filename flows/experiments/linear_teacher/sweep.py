@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep, write_atomic
+from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep
 from flows import sweep as run_sweep
 from flows.plugin import (
     Axis,
@@ -49,7 +49,7 @@ from flows.plugin import (
     to_float,
 )
 
-from ..base import new_figure
+from ..base import figure_style, new_figure, save_figure
 from .config import MAX_INIT, NAME, Config
 from .data import symmetric_gaussians
 from .observables import teacher_observables
@@ -296,6 +296,7 @@ def teacher_sweep(
     )
 
 
+@figure_style()
 def plot_teacher_sweep(sweep_nc_path, out_png) -> None:
     """r/‖w̄ − ū‖, the PAR share and the normalized margin at t1 against the init scale,
     one line per slope (mean ± sd over seeds, failed points left out); written
@@ -303,11 +304,11 @@ def plot_teacher_sweep(sweep_nc_path, out_png) -> None:
     ds = load_sweep(Path(sweep_nc_path))
     ok = ds["status"] == "ok"
     inits, slopes = ds["init"].values.astype(float), ds["slope"].values.astype(float)
-    fig, axes = new_figure(1, 3, figsize=(16, 4.5))
+    fig, axes = new_figure(1, 3, width="text", height=2.8)
     panels = (
-        ("r_rel_final", "r/‖w̄ − ū‖ at t1", "log"),
-        ("par_share_final", "PAR share at t1", "linear"),
-        ("margin_final", "normalized margin γ at t1", "linear"),
+        ("r_rel_final", r"$r/\|\bar w - \bar u\|$ at $t_1$", "log"),
+        ("par_share_final", r"PAR share at $t_1$", "linear"),
+        ("margin_final", r"normalized margin $\gamma$ at $t_1$", "linear"),
     )
     for ax, (name, label, yscale) in zip(axes, panels, strict=True):
         values = ds[name].where(ok)
@@ -315,13 +316,12 @@ def plot_teacher_sweep(sweep_nc_path, out_png) -> None:
         count = np.isfinite(values.values).sum(axis=2)
         sd = np.where(count > 1, values.std("seed", ddof=1, skipna=True).values, 0.0)
         for j, a in enumerate(slopes):
-            ax.errorbar(inits, mean[:, j], yerr=sd[:, j], marker="o", capsize=3, label=f"α = {a:g}")
+            ax.errorbar(inits, mean[:, j], yerr=sd[:, j], marker="o", label=f"$\\alpha = {a:g}$")
         ax.set(xscale="log", yscale=yscale, xlabel="init scale", ylabel=label)
-        ax.legend(fontsize=8)
+        ax.legend()
     c = json.loads(ds.attrs.get("config", "{}"))
     fig.suptitle(
         f"Leaky-ReLU ±v nets on symmetric Gaussians: k = {c.get('k', '?')}, n = "
         f"{c.get('n', '?')}, t1 = {c.get('t1', '?')} (mean ± sd over seeds)"
     )
-    fig.tight_layout()
-    write_atomic(Path(out_png), lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    save_figure(fig, out_png, vector=False, atomic=True)

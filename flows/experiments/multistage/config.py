@@ -19,8 +19,18 @@ __all__ = [
 ]
 
 NAME = "multistage"
-#: The files `run` writes into `out/NAME/` (nothing else there is touched).
-FILES = ("stages.png", "K.png", "descent_time.png", "trajectory.nc", "results.json")
+#: The files `run` writes into `out/NAME/` (nothing else there is touched): each figure
+#: as PNG and, next to it, as SVG.
+FILES = (
+    "stages.png",
+    "stages.svg",
+    "K.png",
+    "K.svg",
+    "descent_time.png",
+    "descent_time.svg",
+    "trajectory.nc",
+    "results.json",
+)
 SOURCE = "multistage"
 #: Reading of "≲" and "≳" in the paper's bounds: the constant C used for the verdict.
 LESSSIM_C = 10.0

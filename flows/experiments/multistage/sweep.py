@@ -45,7 +45,6 @@ from flows import (
     make_problem,
     moments,
     paper_data,
-    write_atomic,
 )
 from flows import sweep as run_sweep
 from flows.models import TwoLayer
@@ -60,7 +59,7 @@ from flows.plugin import (
 )
 from reduced import multistage as ms
 
-from ..base import new_figure
+from ..base import figure_style, new_figure, save_figure
 from .config import NAME
 from .data import Units
 from .runs import stage_times
@@ -573,11 +572,13 @@ def _fit(x, y) -> float:
     return float(np.polyfit(x[ok], y[ok], 1)[0])
 
 
+@figure_style()
 def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
     """The descent-time figure of a sweep: T_d (mean ± sd over seeds, failed points and
     T_d not reached left out) against α for each m, and against ln m for each α, with
     least-squares slopes of the means in the legends beside the theory (ln m and
-    (2α − 1)/2). Written atomically to `out_png`.
+    (2α − 1)/2). Written atomically to `out_png` (PNG only: the sweep folder holds only
+    the files the sweep engine declares).
 
     **Returns:** {"T_d_vs_alpha": {m: {"fit", "theory"}}, "T_d_vs_ln_m": {α: {"fit",
     "theory"}}}; a fit is NaN with fewer than two finite means.
@@ -590,7 +591,7 @@ def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
     sd = np.where(count > 1, td.std("seed", ddof=1, skipna=True).values, 0.0)
     ms_ = ds["m"].values.astype(int)
     alphas = ds["alpha"].values.astype(float)
-    fig, axes = new_figure(1, 2, figsize=(12, 4.5))
+    fig, axes = new_figure(1, 2, width="text", height=3.4)
     slopes: dict = {"T_d_vs_alpha": {}, "T_d_vs_ln_m": {}}
     ax = axes[0]
     for i, m_ in enumerate(ms_):
@@ -601,11 +602,11 @@ def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
             mean[i],
             yerr=sd[i],
             marker="o",
-            capsize=3,
-            label=f"m = {m_}: slope {_slope_text(fit)} (theory ln m = {theory:.3g})",
+            label=f"$m = {m_}$: slope {_slope_text(fit)} (theory $\\ln m = {theory:.3g}$)",
         )
-    ax.set(xlabel="α", ylabel="T_d (τ)", title="T_d vs α (mean ± sd over seeds)")
-    ax.legend(fontsize=8)
+    ax.set(xlabel=r"init exponent $\alpha$", ylabel=r"descent time $T_d$ (in $\tau$)")
+    ax.set_title(r"(a) $T_d$ vs $\alpha$ (mean ± sd over seeds)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6)
     ax = axes[1]
     lnm = np.log(ms_.astype(float))
     for j, a_ in enumerate(alphas):
@@ -616,16 +617,18 @@ def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
             mean[:, j],
             yerr=sd[:, j],
             marker="o",
-            capsize=3,
-            label=f"α = {a_:g}: slope {_slope_text(fit)} (theory (2α−1)/2 = {theory:.3g})",
+            label=(
+                f"$\\alpha = {a_:g}$: slope {_slope_text(fit)} "
+                f"(theory $(2\\alpha-1)/2 = {theory:.3g}$)"
+            ),
         )
-    ax.set(xlabel="ln m", ylabel="T_d (τ)", title="T_d vs ln m (mean ± sd over seeds)")
-    ax.legend(fontsize=8)
+    ax.set(xlabel=r"$\ln m$ ($m$: width)", ylabel=r"descent time $T_d$ (in $\tau$)")
+    ax.set_title(r"(b) $T_d$ vs $\ln m$ (mean ± sd over seeds)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6)
     cfg = json.loads(ds.attrs.get("config", "{}"))
     fig.suptitle(
         f"Descent time: {cfg.get('target', '?')}, {cfg.get('data', '?')} data, "
-        f"n = {cfg.get('n', '?')}, β = {cfg.get('beta', '?')}"
+        f"$n$ = {cfg.get('n', '?')}, $\\beta$ = {cfg.get('beta', '?')}"
     )
-    fig.tight_layout()
-    write_atomic(Path(out_png), lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    save_figure(fig, out_png, vector=False, atomic=True)
     return slopes
