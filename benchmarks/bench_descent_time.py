@@ -4,8 +4,8 @@ Runs `flows.experiments.multistage.descent_sweep` twice (resumable: rerun the sa
 command after an interruption):
 1. the paper's grid m ∈ {1000, 5000, 10000, 15000, 20000, 50000, 100000} ×
    α ∈ {0.75, 1.0, 1.25, 1.5, 1.75, 2.0}, target f₁, the paper's data (1000 points on
-   [−15, 15]); T_d is measured in the theorems' time τ = ‖b‖·t (the data's units, see
-   THEORY.md) and its slopes are compared with (2α − 1)/2 (against ln m) and ln m
+   [−15, 15]); T_d is measured in the theorems' time τ = ‖b‖·t (the data's units) and its
+   slopes are compared with (2α − 1)/2 (against ln m) and ln m
    (against α);
 2. the same grid on data satisfying Assumptions 1–2 (f₁ on whitened 1-D points, n = 100),
    where the slope of T_d against ln m should match (2α − 1)/2 directly (target: within

@@ -2,7 +2,7 @@
 """Reduced models of the bias / interpolation-plateau paper.
 
 Paper: *Plateau in Monotonic Linear Interpolation — A "Biased" View of Loss Landscape for
-Deep Networks* (`shared/papers/000_*.txt`; digest in `shared/THEORY.md`, section B).
+Deep Networks* (Wang, Wang, Zhou & Ge, ICLR 2023, arXiv:2210.01019).
 
 Model (§4): logits f_i(x) = ⟨W_{i,:}, x⟩^r + b_i (r ≥ 3), k balanced classes, data
 x = e_c + noise, cross-entropy, gradient flow on (k/N)·L. Without noise the set of
@@ -36,7 +36,7 @@ __all__ = [
 def tensor_power_vector_field(
     t, state: tuple[Float[Array, " k"], Float[Array, " k"]], args: tuple[float, int]
 ) -> tuple[Float[Array, " k"], Float[Array, " k"]]:
-    """Tensor-power bias dynamics of §4 (THEORY.md §B), a diffrax vector field.
+    """Tensor-power bias dynamics of the paper's §4, a diffrax vector field.
 
     With logits on class c's input z_j(e_c) = [j = c] w_c^r + b_j and softmax outputs
     u_j(e_c):
@@ -80,7 +80,7 @@ def tensor_power_early_closed_form(
     **Returns:** w(t), same shape as `w0`; `inf` at and after the blow-up time
     (`blowup_times`).
 
-    Paper: §4 (tensor power method phase of Proposition 1); THEORY.md §B.
+    Paper: §4 (tensor power method phase of Proposition 1).
     """
     w0 = jnp.asarray(w0)
     base = w0 ** (2.0 - r) - r * (r - 2.0) * (1.0 - 1.0 / k) * jnp.asarray(t)
@@ -96,7 +96,7 @@ def blowup_times(w0: Float[ArrayLike, "*k"], r: float, k: int) -> Float[Array, "
     **Returns:** t* per entry of `w0`: the predicted (leading-order) time at which class i
     is learned.
 
-    Paper: §4; THEORY.md §B.
+    Paper: §4.
     """
     w0 = jnp.asarray(w0)
     return w0 ** (2.0 - r) / (r * (r - 2.0) * (1.0 - 1.0 / k))
