@@ -76,7 +76,8 @@ def test_global_error_estimate_against_the_tight_reference(crossing):
     """`global_error=True` on the event flow: the companion run's difference is within a
     factor 3 of the true error (the rtol = 1e-11 reference) in θ at t1 and in the loss,
     across the run's crossings (measured: 1.04× and 1.07×); the tolerances are run-time values,
-    so the run and its companion reuse the reference's compiled loop."""
+    so the run and its companion reuse the reference's compiled loop (an rtol sweep of
+    the event flow compiles once)."""
     from flows._nonsmooth import _api
 
     problem, exact = crossing
