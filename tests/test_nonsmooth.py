@@ -104,6 +104,7 @@ def test_crossing_flow_is_the_smoothing_limit(crossing):
     assert errs[2] < 1e-4
 
 
+@pytest.mark.e2e  # smoothed flows by Kvaerno5 at several ε: 50–60 s cold
 def test_sliding_is_the_smoothing_limit():
     """Outlier data: u-neurons slide on the outlier's kink (Filippov); the smoothed flows,
     integrated by Kvaerno5 through the stiff layer around the kink, converge to it."""
@@ -161,6 +162,7 @@ class HardTanhNet(AbstractModel):
         return {"family": "hard-tanh test net", "m": self.m}
 
 
+@pytest.mark.e2e  # smoothed flows by Kvaerno5 at several ε: 50–60 s cold
 def test_two_kink_activation_against_its_smoothing():
     x = np.linspace(-1.5, 1.5, 9)[:, None]
     data = flows.from_arrays(x, np.sin(2 * x[:, 0]))
