@@ -47,9 +47,9 @@ def test_simulate_grouped_is_the_flat_run(small):
     _same_run(flat, grouped)
     assert grouped.config["rtol"] == 1e-7 and grouped.config["atol"] == 1e-10
     assert grouped.config["error_norm"] == "max" and "w_norm" in grouped.observables
-    # and the grouped run differs from the defaults (the oracle can fail)
+    # and the grouped settings act: the default run (rtol 1e-6, RMS norm) takes fewer steps
     plain = flows.simulate(small, t1=3.0, ts=ts)
-    assert plain.stats.steps != grouped.stats.steps or plain.config["rtol"] != 1e-7
+    assert plain.stats.steps < grouped.stats.steps
 
 
 def test_simulate_grouped_fields_left_unset_take_the_flat_arguments(small):
