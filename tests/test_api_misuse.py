@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import xarray as xr
+from _matrix import default_and_ci
 
 import flows
 from flows import _arguments, _baselines, _problem
@@ -67,7 +68,7 @@ def problem(dict_problem):
 # θ(0) any pytree: simulate, GD, the batch, saving and loading
 
 
-@pytest.mark.parametrize("kind", list(PYTREES))
+@pytest.mark.parametrize("kind", default_and_ci(PYTREES, default=["list", "nested dict"]))
 def test_any_pytree_theta0_runs_everywhere_and_saves_by_path(kind, dict_problem, tmp_path):
     fn, theta0, names = PYTREES[kind]
     p = flows.make_problem(fn, DATA, theta0=theta0)

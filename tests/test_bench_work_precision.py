@@ -45,9 +45,10 @@ def _table_rows(md: str) -> list[list[str]]:
 @pytest.mark.parametrize(
     "case",
     # the multistage quick run (~60 s) exercises the same code as the linear-teacher one
+    # (~35 s cold, so in .ci/run's e2e stage)
     [
         pytest.param("multistage", marks=pytest.mark.slow),
-        "linear-teacher",
+        pytest.param("linear-teacher", marks=pytest.mark.e2e),
         pytest.param("bias-plateau", marks=pytest.mark.slow),
     ],
 )

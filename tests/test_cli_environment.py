@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _matrix import default_and_ci
 
 from flows._cli_output import (
     EXIT_BAD_INPUT,
@@ -153,12 +154,16 @@ def test_jax_platforms_cuda_without_cuda_is_refused():
 
 @pytest.mark.parametrize(
     "value, said",
-    [
-        ("--no_such_flag=1", "Unknown flag in XLA_FLAGS: --no_such_flag=1"),
-        # the thread setting without "--": XLA reads it as a file of flags
-        ("intra_op_parallelism_threads=1", "did not start with a"),
-        ("--xla_cpu_multi_thread_eigen=maybe", "Couldn't interpret value maybe"),
-    ],
+    default_and_ci(
+        [
+            ("--no_such_flag=1", "Unknown flag in XLA_FLAGS: --no_such_flag=1"),
+            # the thread setting without "--": XLA reads it as a file of flags
+            ("intra_op_parallelism_threads=1", "did not start with a"),
+            ("--xla_cpu_multi_thread_eigen=maybe", "Couldn't interpret value maybe"),
+        ],
+        default=[("--no_such_flag=1", "Unknown flag in XLA_FLAGS: --no_such_flag=1")],
+        unpack=True,
+    ),
 )
 def test_xla_flags_xla_would_abort_on_are_refused(value, said):
     # before: XLA's fatal log line and the process ended (status 1) at the first computation

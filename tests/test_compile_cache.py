@@ -188,6 +188,7 @@ def _entries(folder):
     )
 
 
+@pytest.mark.e2e  # three fresh processes, each importing JAX and compiling: ~21 s
 def test_processes_share_the_cache_and_a_corrupt_entry_is_compiled_again(tmp_path):
     """One sequence of processes over one folder (each start costs seconds): two at once on
     an empty folder, then a third that reads their entry, then one after the entry was

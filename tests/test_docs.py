@@ -75,9 +75,15 @@ def test_every_python_block_is_marked():
     )
 
 
-#: Pages whose examples run real solves for 35 s or more (measured on 2 loaded cores): run by
+#: Pages whose examples run real solves for 20 s or more (measured on 2 loaded cores): run by
 #: `pytest -m e2e` (and `.ci/run`), not by the default command.
-LONG_PAGES = {"solvers.md", "own-model.md", "getting-started.md", "papers/deep-linear.md"}
+LONG_PAGES = {
+    "solvers.md",
+    "own-model.md",
+    "own-claim.md",
+    "getting-started.md",
+    "papers/deep-linear.md",
+}
 
 
 @pytest.mark.parametrize(

@@ -174,6 +174,7 @@ def test_sweep_measures_the_slope():
     assert slope == pytest.approx(0.5, rel=0.15)
 
 
+@pytest.mark.e2e  # the whole command with figures and report: ~22 s cold
 def test_run_writes_complete_results(tmp_path):
     cfg = dataclasses.replace(TINY, sweep_alpha=(1.0, 1.25), sweep_m=(100, 400))
     report = ex.run(cfg, tmp_path, progress=False)

@@ -141,6 +141,7 @@ def test_attach_trends_adds_the_sweeps_series():
     assert out.trend.y[0] == pytest.approx(1e-3)
 
 
+@pytest.mark.e2e  # a sweep at d = 2: ~15 s cold
 def test_d2_sweep_makes_the_orthogonal_claims_applicable():
     """The real flow on 2-D Assumption 1–2 data: Proposition 1, Lemma 2, Theorem 1 (28),
     Corollary 2 and Theorem 2 (47) are measured (not 'not applicable') and hold."""

@@ -60,6 +60,7 @@ def test_crossings_located_and_tolerance_met(crossing):
     assert np.all(default.observables["switches"][1:] >= default.observables["switches"][:-1])
 
 
+@pytest.mark.e2e  # a second event-loop program (the max norm): ~30 s cold
 def test_max_error_norm_meets_the_tolerance_in_every_parameter(crossing):
     """`error_norm='max'` controls the largest scaled local error component: the run stays
     within 10 × rtol of the tight reference in every parameter, records its norm, and
@@ -250,6 +251,7 @@ def test_bad_settings_are_refused(crossing):
             simulate_nonsmooth(problem(), t1=1.0, **kwargs)
 
 
+@pytest.mark.e2e  # a third event-loop program (the storm settings): ~17 s cold
 def test_event_storm_stops_loudly(crossing):
     """A storm (here: any 2 events within 1e9 time units) stops the run with the time
     reached and the pair involved — never an endless loop."""

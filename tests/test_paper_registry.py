@@ -127,6 +127,7 @@ def test_builtin_papers_are_the_registry():
     assert all(declared[p] == f"reduced.derive.{p.replace('-', '_')}" for p in derive.PAPERS)
 
 
+@pytest.mark.e2e  # installs a package and runs the command in a new process: ~12 s
 def test_an_installed_paper_joins_the_command_line_without_editing_flows(
     toy_distribution, tmp_path
 ):

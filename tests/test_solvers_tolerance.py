@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _matrix import default_and_ci
 
 _PATH = Path(__file__).parent.parent / "benchmarks" / "work_precision" / "stiff.py"
 
@@ -37,8 +38,14 @@ SMALL = {
 }
 
 
-@pytest.mark.parametrize("problem", list(SMALL))
-@pytest.mark.parametrize("solver", ["rkc", "eserk4"])
+@pytest.mark.parametrize(
+    ("solver", "problem"),
+    default_and_ci(
+        [(s, p) for s in ("rkc", "eserk4") for p in SMALL],
+        default=[("rkc", "multistage"), ("eserk4", "heat")],
+        unpack=True,
+    ),
+)
 def test_stabilized_solvers_are_tolerance_proportional(solver, problem):
     """RKC2 (tolerance-transformed control) and ESERK4: err/rtol ≤ 3 at every rtol, and
     ≥ 0.1 wherever the method is accuracy-limited — ESERK4 from rtol 1e-4 to 1e-8 (at 1e-3
@@ -62,7 +69,7 @@ def test_stabilized_solvers_are_tolerance_proportional(solver, problem):
     assert min(kept) >= 0.1, ratios
 
 
-@pytest.mark.parametrize("problem", list(SMALL))
+@pytest.mark.parametrize("problem", default_and_ci(SMALL, default=["multistage"]))
 def test_rock4_never_under_delivers(problem):
     """ROCK4 (estimate with the last recurrence stage, × 0.2): err/rtol ≤ 3 at every rtol
     1e-3 … 1e-8, and ≥ 0.01. Measured: heat 0.015–0.055, Brusselator 0.22–0.62, quartic
@@ -132,7 +139,9 @@ def test_classical_solvers_honour_tolerance(solver, problems):
         assert max(ratios) <= 3.0, (problem, ratios)
 
 
-@pytest.mark.parametrize("problem", ["heat", "quartic", "multistage"])
+@pytest.mark.parametrize(
+    "problem", default_and_ci(["heat", "quartic", "multistage"], default=["multistage"])
+)
 def test_explicit_solvers_on_mild_flows_are_accuracy_limited_and_never_under_deliver(problem):
     """The non-stiff controls (`NONSTIFF_SIZES`: ρ·t1 ≈ 20–50): Tsit5, Dopri5 and Dopri8
     take their step from the error estimate there — the step count grows at least 1.8×
@@ -229,7 +238,11 @@ INERT = 1200
 
 @pytest.mark.parametrize(
     ("solver", "rtols"),
-    [("rkc", (1e-3, 1e-4, 1e-6)), ("eserk4", (1e-4, 1e-6, 1e-8))],
+    default_and_ci(
+        [("rkc", (1e-3, 1e-4, 1e-6)), ("eserk4", (1e-4, 1e-6, 1e-8))],
+        default=[("rkc", (1e-3, 1e-4, 1e-6))],
+        unpack=True,
+    ),
 )
 def test_max_norm_control_bounds_concentrated_error(solver, rtols):
     """error_norm='max' (controller and solver) keeps err/rtol in [0.1, 3] where the error
@@ -251,7 +264,12 @@ def test_max_norm_control_bounds_concentrated_error(solver, rtols):
     assert all(abs(a - b) <= 0.05 * b for a, b in zip(mx, alone, strict=True)), (mx, alone)
 
 
-@pytest.mark.parametrize(("problem", "norm"), [("heat", "rms"), ("multistage", "max")])
+@pytest.mark.parametrize(
+    ("problem", "norm"),
+    default_and_ci(
+        [("heat", "rms"), ("multistage", "max")], default=[("heat", "rms")], unpack=True
+    ),
+)
 def test_predictive_switch_ends_the_rejection_cycle_at_the_switch(problem, norm):
     """Near the non-stiff switch at tight rtol, RKC2 used to alternate an accepted Tsit5
     step (small error: h grows past the switch) with a rejected RKC step (controlled to the

@@ -380,6 +380,7 @@ def test_missing_dask_is_a_config_error(tmp_path, monkeypatch):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.e2e  # starts a local Dask cluster: ~14 s
 def test_dask_local_cluster_matches_in_process(reference, tmp_path):
     """A local cluster of two worker processes; the client writes the point files as
     batches complete. The grid goes as one batch of four (one task): every worker process
