@@ -108,6 +108,7 @@ __all__ = [
     "ORDER_SLACK",
     "with_error_bars",
     "flips_at",
+    "Flip",
     "MIN_WIDTHS",
     "MIN_SEEDS",
     "Reference",
@@ -341,18 +342,53 @@ def agrees(
     )
 
 
-def flips_at(name: str, value: float, *, at_least: bool, others_hold: bool = True) -> str:
+class Flip(str):
+    """The text `flips_at` returns ('holds for tol ≥ 0.0123'), carrying its numbers:
+    `name` (the tolerance), `value` (the flip point, NaN when the row holds for no value),
+    `at_least` (holds above the flip point, else below) and `default` (the tolerance the
+    toolkit judged with; None when not given). A `str`, so it goes wherever the critical
+    text goes (`Check.critical`, the tables, JSON); `with_error_bars` reads the numbers."""
+
+    name: str
+    value: float
+    at_least: bool
+    default: float | None
+
+    def __new__(cls, text: str, name: str, value: float, at_least: bool, default=None):
+        out = super().__new__(cls, text)
+        out.name, out.value, out.at_least = name, float(value), bool(at_least)
+        out.default = None if default is None else float(default)
+        return out
+
+    def __getnewargs__(self):  # copies and pickles keep the numbers
+        return (str(self), self.name, self.value, self.at_least, self.default)
+
+
+def flips_at(
+    name: str,
+    value: float,
+    *,
+    at_least: bool,
+    others_hold: bool = True,
+    default: float | None = None,
+) -> Flip:
     """The critical-value text of a row judged with a tolerance the toolkit (not the paper)
     chose, for `Check.critical`: the row holds for `name` ≥ `value` (`at_least`, e.g. a
     measured error against an allowed error) or `name` ≤ `value` (e.g. a measured cosine
     against a required one), the row's other conditions as measured; 'holds for no
     `name`' when one of those fails (`others_hold` False) or `value` is not finite.
     E.g. a row `Check.compare(..., holds=err <= cfg.tol)` gets
-    `critical=(flips_at("tol", err, at_least=True),)`.
+    `critical=(flips_at("tol", err, at_least=True, default=cfg.tol),)`.
+
+    The text is a `Flip` (a `str` with the numbers): given `default`, the tolerance the row
+    was judged with, `with_error_bars` can tell whether the flip point's numerical error
+    reaches the default (then the row is `undecided (numerical)`).
     """
     if not others_hold or not math.isfinite(value):
-        return f"holds for no {name} (another condition of the row fails)"
-    return f"holds for {name} {'≥' if at_least else '≤'} {value:.4g}"
+        text = f"holds for no {name} (another condition of the row fails)"
+        return Flip(text, name, math.nan, at_least, default)
+    text = f"holds for {name} {'≥' if at_least else '≤'} {value:.4g}"
+    return Flip(text, name, value, at_least, default)
 
 
 #: A limit claim needs at least this many widths and seeds per width.
@@ -590,10 +626,14 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
     """`checks` with numerical error bars from the same checks run on a companion solve
     (`simulate(…, global_error=True)`'s `global_error.companion`, tolerances 10× tighter).
 
-    For every check the kit judged with a margin (`Bound`, `Near`) and that the companion
-    has too (same claim and source), the error bar is |Δ measured| + |Δ bound| between
-    the two runs; a `holds` or `fails` whose margin lies inside it becomes `undecided
-    (numerical)`. `how` names the companion ('companion solve at rtol/10'). Other checks
+    Rows pair up by claim and source (in order). For a row the kit judged with a margin
+    (`Bound`, `Near`), the error bar is |Δ measured| + |Δ bound| between the two runs; a
+    `holds` or `fails` whose margin lies inside it becomes `undecided (numerical)`. For a
+    row judged with a tolerance the toolkit chose (`Check.compare` with `critical` from
+    `flips_at(…, default=…)`), each flip point gets the error bar |Δ flip point| (shown
+    as '± …' in the critical text); a row whose default tolerance lies within that error
+    of its flip point, or whose verdict differs on the companion, becomes `undecided
+    (numerical)`. `how` names the companion ('companion solve at rtol/10'). Other rows
     are returned unchanged."""
     by_key: dict[tuple[str, str], list[Check]] = {}
     for c in companion:  # rows with the same claim pair up in order
@@ -602,6 +642,9 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
     for c in checks:
         twins = by_key.get((c.claim, c.source))
         other = twins.pop(0) if twins else None
+        if other is not None and c.margin is None:
+            out.append(_tolerance_error_bars(c, other, how))
+            continue
         if c.margin is None or other is None or "measured" not in c.values:
             out.append(c)
             continue
@@ -625,3 +668,31 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
             )
         out.append(dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values))
     return out
+
+
+def _tolerance_error_bars(c: Check, other: Check, how: str) -> Check:
+    """`with_error_bars` for a row judged with the toolkit's tolerances (see there)."""
+    twin_flips = {f.name: f for f in other.critical if isinstance(f, Flip)}
+    critical, errors, inside = [], {}, []
+    for f in c.critical:
+        g = twin_flips.get(f.name) if isinstance(f, Flip) else None
+        if not isinstance(f, Flip) or g is None or not math.isfinite(f.value + g.value):
+            critical.append(f)
+            continue
+        err = abs(f.value - g.value)
+        errors[f.name] = err
+        text = f"{f} ± {err:.2g} (numerical)"
+        critical.append(Flip(text, f.name, f.value, f.at_least, f.default))
+        if f.default is not None and abs(f.default - f.value) <= err:
+            inside.append(f"{f.name} = {f.default:g} lies within ±{err:.2g} of the flip point")
+    if not errors and c.verdict == other.verdict:
+        return c
+    verdict, reason = c.verdict, c.reason
+    if verdict in (HOLDS, FAILS) and (inside or other.verdict != c.verdict):
+        why = "; ".join(inside) or f"the verdict is {other.verdict!r} on the companion"
+        verdict = UNDECIDED
+        reason = f"{why} ({how}): decide with a tighter rtol" + (f"; {reason}" if reason else "")
+    values = c.values | {"flip_errors": errors, "error_how": how}
+    return dataclasses.replace(
+        c, verdict=verdict, reason=reason, critical=tuple(critical), values=values
+    )

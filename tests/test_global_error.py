@@ -1,6 +1,8 @@
 """`simulate(…, global_error=True)` against a closed form, its failure mode (missing, never
 zero), and error bars from a companion run turning a too-close verdict into undecided."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -65,3 +67,60 @@ def test_error_bars_from_a_companion_decide_or_undecide():
     assert out[1].verdict == HOLDS and out[1].error == pytest.approx(1e-4)
     failing = with_error_bars([row(1.5)], [row(1.5 + 1e-6)], "companion")[0]
     assert failing.verdict == FAILS and failing.values["error_how"] == "companion"
+
+
+def test_tolerance_rows_get_error_bars_on_their_flip_points():
+    """A row judged with the toolkit's tolerance (`Check.compare` + `flips_at(default=…)`):
+    the flip point's change on the companion is its error bar; a default tolerance inside
+    it, or a verdict the companion does not share, makes the row undecided."""
+    import copy
+    import json
+    import pickle
+
+    from flows import Check
+    from flows.claims import Flip, flips_at
+
+    def row(err, tol=1e-2):
+        return Check.compare(
+            "err small",
+            "toy",
+            holds=err <= tol,
+            predicted=f"≤ {tol:g}",
+            measured=f"{err:g}",
+            critical=(flips_at("tol", err, at_least=True, default=tol),),
+        )
+
+    f = row(4e-3).critical[0]
+    assert isinstance(f, Flip) and (f.name, f.value, f.at_least, f.default) == (
+        "tol",
+        4e-3,
+        True,
+        1e-2,
+    )
+    for g in (copy.deepcopy(f), pickle.loads(pickle.dumps(f))):  # copies keep the numbers
+        assert isinstance(g, Flip) and g == f and (g.value, g.default) == (f.value, f.default)
+    assert json.loads(json.dumps({"c": f}))["c"] == "holds for tol ≥ 0.004"
+
+    far = with_error_bars([row(4e-3)], [row(4.1e-3)], "companion")[0]
+    assert far.verdict == HOLDS and far.values["flip_errors"]["tol"] == pytest.approx(1e-4)
+    assert far.critical[0] == "holds for tol ≥ 0.004 ± 0.0001 (numerical)"
+    # the default 0.01 lies within the flip point's error bar: undecided, either side
+    near = with_error_bars([row(9.99e-3)], [row(1.001e-2)], "companion")[0]
+    assert near.verdict == UNDECIDED and "tol = 0.01 lies within ±2e-05" in near.reason
+    # a verdict the companion does not share is undecided even without a flip number
+    plain = Check.compare("x", "toy", holds=True, predicted="", measured="")
+    flipped = Check.compare("x", "toy", holds=False, predicted="", measured="")
+    assert with_error_bars([plain], [flipped], "companion")[0].verdict == UNDECIDED
+    assert with_error_bars([plain], [plain], "companion")[0] is plain  # nothing to add
+    # a flip without its default gets the error bar but cannot be judged against it
+    bare = Check.compare(
+        "e",
+        "toy",
+        holds=True,
+        predicted="",
+        measured="",
+        critical=(flips_at("tol", 1e-2, at_least=True),),
+    )
+    twin = dataclasses.replace(bare, critical=(flips_at("tol", 1.1e-2, at_least=True),))
+    out = with_error_bars([bare], [twin], "companion")[0]
+    assert out.verdict == HOLDS and "± 0.001 (numerical)" in out.critical[0]

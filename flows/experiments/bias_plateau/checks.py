@@ -166,7 +166,10 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
         )
     )
     checks[-1] = dataclasses.replace(
-        checks[-1], critical=(flips_at("reduced_time_rtol", worst, at_least=True),)
+        checks[-1],
+        critical=(
+            flips_at("reduced_time_rtol", worst, at_least=True, default=cfg.reduced_time_rtol),
+        ),
     )
     bT, brT = o["b"][-1], run.b_red[-1]
     scale = float(np.max(np.abs(brT)))
@@ -188,7 +191,12 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
     checks[-1] = dataclasses.replace(
         checks[-1],
         critical=(
-            flips_at("reduced_bias_rtol", db / scale if scale > 0 else math.inf, at_least=True),
+            flips_at(
+                "reduced_bias_rtol",
+                db / scale if scale > 0 else math.inf,
+                at_least=True,
+                default=cfg.reduced_bias_rtol,
+            ),
         ),
     )
     order = np.asarray(rbp.predicted_learning_order(run.w0))
@@ -207,7 +215,7 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
                 assumptions=assumptions,
                 values={"min_gap": gap, "rows": rows},
                 reason="checked when each later class is learned, and at T",
-                critical=(flips_at("C₂", gap, at_least=False),),
+                critical=(flips_at("C₂", gap, at_least=False, default=cfg.bias_gap_c2),),
             )
         )
     else:
@@ -227,7 +235,9 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
             measured=f"{off:.3g} = {off / cfg.delta:.3g}·δ (at t = 0: {off0 / cfg.delta:.3g}·δ)",
             assumptions=assumptions,
             values={"offdiag_max": off, "offdiag_max_0": off0},
-            critical=(flips_at("C (in O(δ))", off / cfg.delta, at_least=True),),
+            critical=(
+                flips_at("C (in O(δ))", off / cfg.delta, at_least=True, default=cfg.offdiag_c),
+            ),
         )
     )
     return checks
@@ -445,5 +455,7 @@ def check_measured_plateau(run: DeepRun, th: rint.Theorem1 | None, cfg: Config) 
         f"is {pl.end / th.alpha_2:.2g}× α₂"
         if math.isfinite(pl.end)
         else "",
-        critical=(flips_at("plateau_tol", max(deficit, 0.0), at_least=True),),
+        critical=(
+            flips_at("plateau_tol", max(deficit, 0.0), at_least=True, default=cfg.plateau_tol),
+        ),
     )

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from flows import Check, Trajectory
-from flows.claims import Trend, flips_at
+from flows.claims import Flip, Trend, flips_at
 from reduced import max_margin as mm
 
 from .config import RELU_EXAMPLE, SOURCE, Config
@@ -115,7 +115,7 @@ def check_smoothed_margin(times, l_sum, gamma, tol: float, label: str) -> Check:
         values={"worst_relative_drop": worst, "t0": float(times[after[0]])},
     )
     return dataclasses.replace(
-        c, critical=(flips_at("margin_drop_tol", max(worst, 0.0), at_least=True),)
+        c, critical=(flips_at("margin_drop_tol", max(worst, 0.0), at_least=True, default=tol),)
     )
 
 
@@ -143,12 +143,14 @@ def check_clustering(small: Trajectory, large: Trajectory, cfg: Config) -> list[
                 r_end,
                 at_least=True,
                 others_hold=bool(r_end < r_mid and frac_end <= cfg.frac_tol),
+                default=cfg.r_rel_tol,
             ),
             flips_at(
                 "frac_tol",
                 frac_end,
                 at_least=True,
                 others_hold=bool(r_end < r_mid and r_end <= cfg.r_rel_tol),
+                default=cfg.frac_tol,
             ),
         ),
         trend=time_trend(
@@ -173,7 +175,11 @@ def check_clustering(small: Trajectory, large: Trajectory, cfg: Config) -> list[
     )
     checks[1] = dataclasses.replace(
         checks[1],
-        critical=(flips_at("large_factor", rl / max(r_end, 1e-300), at_least=False),),
+        critical=(
+            flips_at(
+                "large_factor", rl / max(r_end, 1e-300), at_least=False, default=cfg.large_factor
+            ),
+        ),
     )
     return checks
 
@@ -229,8 +235,20 @@ def check_par_prediction(traj: Trajectory, sol, agree: dict, cfg: Config, symmet
     cos_min = min(agree["cos_w"], agree["cos_u"])
     angle = agree["boundary_angle_deg"]
     critical = (
-        flips_at("cos_tol", cos_min, at_least=False, others_hold=angle <= cfg.angle_tol_deg),
-        flips_at("angle_tol_deg", angle, at_least=True, others_hold=cos_min >= cfg.cos_tol),
+        flips_at(
+            "cos_tol",
+            cos_min,
+            at_least=False,
+            others_hold=angle <= cfg.angle_tol_deg,
+            default=cfg.cos_tol,
+        ),
+        flips_at(
+            "angle_tol_deg",
+            angle,
+            at_least=True,
+            others_hold=cos_min >= cfg.cos_tol,
+            default=cfg.angle_tol_deg,
+        ),
     )
     c = _with_trend(
         trend,
@@ -439,7 +457,10 @@ def check_boundary(small: Trajectory, large: Trajectory, data, cfg: Config) -> C
         values={"nonlinear_share_small": s, "nonlinear_share_large": lg},
     )
     return dataclasses.replace(
-        c, critical=(flips_at("frac_tol", s, at_least=True, others_hold=lg > s),)
+        c,
+        critical=(
+            flips_at("frac_tol", s, at_least=True, others_hold=lg > s, default=cfg.frac_tol),
+        ),
     )
 
 
@@ -456,7 +477,10 @@ def check_digits(name: str, traj: Trajectory, cfg: Config) -> Check:
         values={"frac_train": ftr, "frac_test": fte, "r_rel": float(o["r_rel"][-1])},
     )
     return dataclasses.replace(
-        c, critical=(flips_at("digits_frac_tol", max(ftr, fte), at_least=True),)
+        c,
+        critical=(
+            flips_at("digits_frac_tol", max(ftr, fte), at_least=True, default=cfg.digits_frac_tol),
+        ),
     )
 
 
@@ -531,7 +555,7 @@ def check_theorem61(traj: Trajectory, data, cfg: Config, label: str) -> Check:
     # it gives 9.6e-4 ± 7.5e-5 while the gap is still falling, 0.045 → 0.0027.)
     cos_min = min(agree["cos_w"], agree["cos_u"])
     critical = (
-        f"holds for cos_tol ≤ {cos_min:.6g}"
+        Flip(f"holds for cos_tol ≤ {cos_min:.6g}", "cos_tol", cos_min, False, cfg.cos_tol)
         if falls and sol.success
         else "holds for no cos_tol (the angle does not fall, or no NAR solution)",
     )  # 6 digits: the measured cos is within 1e-3 of 1

@@ -131,7 +131,18 @@ def shared_problem(cfg: Config, train, init: float, key: int | None = None):
     return problem, real.describe()
 
 
-def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) -> Trajectory:
+def run_flow(
+    cfg: Config,
+    data,
+    init: float,
+    obs,
+    *,
+    t1: float | None = None,
+    global_error: bool = False,
+) -> Trajectory:
+    """The exact flow from init scale `init` (loss clock to `t1`, default `cfg.t1`);
+    `global_error`: with its companion solve at tolerances 10× tighter
+    (`flows.simulate_nonsmooth`), which reuses the compiled loop."""
     if not 0 < init <= MAX_INIT:
         raise ConfigError(
             f"the init scale (`init`) must lie in (0, {MAX_INIT:g}]; got {init!r}. The "
@@ -149,6 +160,7 @@ def run_flow(cfg: Config, data, init: float, obs, *, t1: float | None = None) ->
         atol=cfg.atol,
         observables=obs,
         save_params="ends",
+        global_error=global_error,
     )
     traj.config["problem"] = described
     traj.config["experiment"] = {"name": NAME, "init_scale": init, "data": data.name}
