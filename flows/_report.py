@@ -53,12 +53,16 @@ __all__ = [
 ]
 
 from ._report_assets import _CSS, _JS
-from ._report_svg import _e, svg_chart
+from ._report_svg import _e, svg_chart, trend_svg
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: Most points of a curve embedded in a report (longer curves are thinned, keeping the
 #: first and last point).
 MAX_CURVE_POINTS = 1500
+#: A loss curve whose save times span more than this ratio (t_max / smallest t > 0) is
+#: shown on a log-time axis by default: a linear axis would squeeze its early decades
+#: into a few pixels.
+LOG_TIME_SPAN = 100.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,21 +198,55 @@ def _counts(checks: Sequence[Check]) -> str:
     )
 
 
+class _Html(str):
+    """Text that is already HTML (escaped, with markup of its own): not escaped again."""
+
+
+def _table(inner: str, cls: str = "") -> str:
+    """A table in a wrapper that scrolls sideways when the table is wider than the page
+    (the cells never break inside a word or a number to fit)."""
+    attr = f' class="{cls}"' if cls else ""
+    return f'<div class="tw"><table{attr}>{inner}</table></div>'
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _td(v: Any, limit: int = 600) -> str:
+    """A cell: numbers (kept on one line) in class "num"; `_Html` as it is; else text."""
+    if isinstance(v, _Html):
+        return f"<td>{v}</td>"
+    cls = ' class="num"' if _is_number(v) else ""
+    return f"<td{cls}>{_e(_value_text(v, limit))}</td>"
+
+
+def _breakable(text: str) -> _Html:
+    """`text` escaped, with a line-break opportunity after each '/' (long paths wrap
+    between their parts, never inside a name)."""
+    return _Html(_e(text).replace("/", "/<wbr>"))
+
+
 def _kv_table(
     rows: Iterable[tuple[str, Any]], head: tuple[str, str] | None = None, limit: int = 600
 ) -> str:
-    body = "".join(
-        f"<tr><th>{_e(k)}</th><td>{_e(_value_text(v, limit))}</td></tr>" for k, v in rows
-    )
+    body = "".join(f"<tr><th>{_e(k)}</th>{_td(v, limit)}</tr>" for k, v in rows)
     if not body:
         return ""
     th = f"<tr><th>{_e(head[0])}</th><th>{_e(head[1])}</th></tr>" if head else ""
-    return f"<table>{th}{body}</table>"
+    return _table(th + body)
+
+
+def _spans_decades(series: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the x values span more than `LOG_TIME_SPAN` (largest / smallest positive)."""
+    pos = [v for s in series for v in s["x"] if v > 0]
+    return bool(pos) and max(pos) / min(pos) > LOG_TIME_SPAN
 
 
 def _zoom_chart(ident: str, curves: Sequence[Curve], x_label: str, y_label: str) -> str:
     """A chart of `curves` drawn here (readable without scripts) plus the data for the
-    script's zooming."""
+    script's zooming. Curves whose times span more than two decades are shown against
+    log t, both in the static chart and (by default) in the script's."""
     series = []
     for c in curves:
         x, y = _thin(c.x, c.y)
@@ -217,8 +255,11 @@ def _zoom_chart(ident: str, curves: Sequence[Curve], x_label: str, y_label: str)
     if not series:
         return ""
     y_log = all(v > 0 for s in series for v in s["y"])
-    svg = svg_chart(series, x_label=x_label, y_label=y_label, y_log=y_log, title=y_label)
-    data = {"series": series, "x_label": x_label, "y_label": y_label, "y_log": y_log}
+    x_log = _spans_decades(series)
+    svg = svg_chart(
+        series, x_label=x_label, y_label=y_label, x_log=x_log, y_log=y_log, title=y_label
+    )
+    data = dict(series=series, x_label=x_label, y_label=y_label, x_log=x_log, y_log=y_log)
     return (
         f'<div class="chartbox zoom" data-src="{_e(ident)}"><div class="plot">{svg}</div></div>'
         f'<script type="application/json" id="{_e(ident)}">{_json_script(data)}</script>'
@@ -226,20 +267,8 @@ def _zoom_chart(ident: str, curves: Sequence[Curve], x_label: str, y_label: str)
 
 
 def _trend_html(t: Trend) -> str:
-    series: list[dict[str, Any]] = [
-        {
-            "label": "measured",
-            "x": list(t.x),
-            "y": list(t.y),
-            "y_err": list(t.y_err) if t.y_err else None,
-            "markers": True,
-        }
-    ]
-    if t.predicted is not None:
-        series.append(
-            {"label": "predicted", "x": list(t.x), "y": list(t.predicted), "dashed": True}
-        )
-    svg = svg_chart(series, x_label=t.x_label, y_label=t.y_label, title=t.y_label, x_log=t.x_log)
+    """A finite-size trend: its chart (see `trend_svg`) and its table of values."""
+    svg, axes_note = trend_svg(t)
     head = (
         [t.x_label, t.y_label]
         + (["± sd"] if t.y_err else [])
@@ -252,18 +281,12 @@ def _trend_html(t: Trend) -> str:
             cells.append(_num(t.y_err[i]))
         if t.predicted is not None:
             cells.append(_num(t.predicted[i]))
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    table = (
-        "<table><tr>"
-        + "".join(f"<th>{_e(h)}</th>" for h in head)
-        + "</tr>"
-        + "".join(rows)
-        + "</table>"
-    )
-    note = f'<p class="hint">{_e(t.note)}</p>' if t.note else ""
+        rows.append("<tr>" + "".join(f'<td class="num">{_e(c)}</td>' for c in cells) + "</tr>")
+    table = _table("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(rows))
+    notes = "".join(f'<p class="hint">{_e(n)}</p>' for n in (axes_note, t.note) if n)
     return (
         f'<div class="trend"><h4>Finite-size trend</h4><div class="chartbox">{svg}</div>'
-        f"{table}{note}</div>"
+        f"{table}{notes}</div>"
     )
 
 
@@ -300,9 +323,7 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
     if c.assumptions:
         rows.insert(0, ("assumptions", c.assumptions))
     parts.append(
-        '<table class="pm">'
-        + "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows)
-        + "</table>"
+        _table("".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows), "pm")
     )
     if c.trend is not None:
         parts.append(_trend_html(c.trend))
@@ -366,25 +387,42 @@ _STAT_KEYS = (
 _CERT_KEYS = ("max_residual", "max_rise", "bound", "ok")
 
 
+def _blank(v: Any) -> bool:
+    return v is None or v == "" or (isinstance(v, float) and not math.isfinite(v))
+
+
 def _stats_html(results: Mapping) -> str:
+    """One compact table of every run's solver statistics and certificate: the columns
+    no run recorded, and the runs that recorded nothing, are left out (a sweep's rows
+    often carry only a step count and a wall time)."""
     found = _find_stats({k: v for k, v in results.items() if k != "checks"})
-    if not found:
-        return ""
-    head = ["run", *_STAT_KEYS, *(f"certificate {k}" for k in _CERT_KEYS)]
-    rows = []
+    head = [*_STAT_KEYS, *(f"certificate {k}" for k in _CERT_KEYS)]
+    table = []
     for path, st in found:
-        cert = st.get("certificate") or {}
-        cells = [path, *(st.get(k, "") for k in _STAT_KEYS)]
-        cells += [cert.get(k, "") if isinstance(cert, Mapping) else "" for k in _CERT_KEYS]
-        rows.append("<tr>" + "".join(f"<td>{_e(_num(v))}</td>" for v in cells) + "</tr>")
+        cert = st.get("certificate")
+        cert = cert if isinstance(cert, Mapping) else {}
+        cells = [st.get(k) for k in _STAT_KEYS] + [cert.get(k) for k in _CERT_KEYS]
+        if not all(_blank(v) for v in cells):
+            table.append((path, cells))
+    if not table:
+        return ""
+    keep = [j for j in range(len(head)) if any(not _blank(c[j]) for _, c in table)]
+    rows = [
+        f"<tr><td>{_e(path)}</td>"
+        + "".join('<td class="num">—</td>' if _blank(cells[j]) else _td(cells[j]) for j in keep)
+        + "</tr>"
+        for path, cells in table
+    ]
     return (
         "<h3>Solver statistics and accuracy certificates</h3><p class='hint'>Certificate: "
         "energy-identity residual |L(0) − L(t) − ∫‖∇L‖²| and largest loss rise, both "
-        "against the bound.</p><div style='overflow-x:auto'><table><tr>"
-        + "".join(f"<th>{_e(h)}</th>" for h in head)
-        + "</tr>"
-        + "".join(rows)
-        + "</table></div>"
+        "against the bound. Columns no run recorded are left out.</p>"
+        + _table(
+            "<tr><th>run</th>"
+            + "".join(f"<th>{_e(head[j])}</th>" for j in keep)
+            + "</tr>"
+            + "".join(rows)
+        )
     )
 
 
@@ -407,7 +445,7 @@ def _provenance(
     rev = git_revision()
     rows: list[tuple[str, Any]] = [
         ("written", datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")),
-        ("command", " ".join(command) if command else "—"),
+        ("command", _breakable(" ".join(command)) if command else "—"),
         ("wall time", f"{wall_s:.1f} s" if wall_s is not None else "—"),
         ("git revision", rev or "not a git checkout"),
         ("python", f"{platform.python_version()} ({sys.platform})"),
@@ -472,7 +510,7 @@ def experiment_report(
         _counts(checks),
         '<nav><a href="#claims">Claims</a><a href="#curves">Loss curves</a>'
         '<a href="#figures">Figures</a><a href="#provenance">Provenance</a></nav>',
-        '<h2 id="summary">Summary</h2><div style="overflow-x:auto"><table><tr><th>#</th>'
+        '<h2 id="summary">Summary</h2><div class="tw"><table><tr><th>#</th>'
         "<th>claim</th><th>where</th><th>predicted</th><th>measured</th><th>verdict</th></tr>",
     ]
     for i, c in enumerate(checks, 1):
@@ -564,29 +602,42 @@ def index_report(
         link = e.get("report")
         label = f'<a href="{_e(link)}">{_e(e["name"])}</a>' if link else _e(e["name"])
         wall = _float(e.get("wall_s"))
+        counts = "".join(_td(k) for k in (n[HOLDS], n[FAILS], n[NOT_APPLICABLE], other))
         rows.append(
-            f"<tr><td>{label}</td><td>{_e(e.get('title', ''))}</td><td>{n[HOLDS]}</td>"
-            f"<td>{n[FAILS]}</td><td>{n[NOT_APPLICABLE]}</td><td>{other}</td>"
-            f"<td>{_e(f'{wall:.0f} s' if wall is not None else '—')}</td></tr>"
+            f"<tr><td>{label}</td><td>{_e(e.get('title', ''))}</td>{counts}"
+            f'<td class="num">{_e(f"{wall:.0f} s" if wall is not None else "—")}</td></tr>'
         )
     all_checks = [c for e in entries for c in (e.get("checks") or [])]
     body = [
         "<h1>flows check all</h1>",
         f'<p class="sub">{_e(mode) + " · " if mode else ""}{len(entries)} experiments</p>',
         _counts(all_checks),
-        "<table><tr><th>experiment</th><th>paper</th><th>hold</th><th>fail</th>"
-        "<th>not applicable</th><th>other verdicts</th><th>wall time</th></tr>",
-        *rows,
-        "</table>",
+        _table(
+            "<tr><th>experiment</th><th>paper</th><th>hold</th><th>fail</th>"
+            "<th>not applicable</th><th>other verdicts</th><th>wall time</th></tr>" + "".join(rows)
+        ),
     ]
-    for e in entries:
-        failing = [c for c in e.get("checks") or [] if c.verdict == FAILS]
-        if failing:
-            body.append(f"<h3>Failing in {_e(e['name'])}</h3><ul>")
-            body += [f"<li>{_e(c.label)}: {_e(c.reason or c.measured)}</li>" for c in failing]
-            body.append("</ul>")
+    body += [_failing_html(e) for e in entries]
     body.append(_provenance({}, wall_s=wall_s, command=command, versions=versions))
     return _page("flows check all", "".join(body), script=False)
+
+
+def _failing_html(entry: Mapping[str, Any]) -> str:
+    """The failing claims of one experiment, each linked to its card in the experiment's
+    report (`report.html#claim-N`: N is the claim's place in the report, from 1)."""
+    checks = entry.get("checks") or []
+    link = entry.get("report")
+    items = []
+    for i, c in enumerate(checks, 1):
+        if c.verdict != FAILS:
+            continue
+        label = _e(c.label)
+        if link:
+            label = f'<a href="{_e(link)}#claim-{i}">{label}</a>'
+        items.append(f"<li>{label}: {_e(c.reason or c.measured)}</li>")
+    if not items:
+        return ""
+    return f"<h3>Failing in {_e(entry['name'])}</h3><ul>{''.join(items)}</ul>"
 
 
 def _float(v: Any) -> float | None:

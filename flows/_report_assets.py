@@ -8,10 +8,12 @@ main{max-width:1000px;margin:0 auto;padding:1em 1.2em 3em}
 h1{font-size:1.5em;margin:.4em 0 .2em}h2{font-size:1.2em;margin-top:1.6em;
 border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:.2em 0}
 .sub{color:#555;margin:0 0 1em}
-table{border-collapse:collapse;margin:.4em 0;font-size:.92em}
+table{border-collapse:collapse;margin:0;font-size:.92em}
 td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere}
+overflow-wrap:normal;word-break:normal;hyphens:manual}
 th{background:#f0f0f0}
+.tw{overflow-x:auto;max-width:100%;margin:.4em 0}
+.num{white-space:nowrap;font-variant-numeric:tabular-nums}
 .verdict{display:inline-block;padding:1px 8px;border-radius:9px;font-weight:600;
 font-size:.85em;white-space:nowrap}
 .v-holds{background:#d9f2dd;color:#14532d}.v-fails{background:#fbd5d5;color:#7f1d1d}
@@ -35,8 +37,9 @@ nav a{margin-right:.8em}
 """
 
 # Zooming for the charts of class "zoom": drag across the plot to zoom into a time range,
-# double-click (or "reset") to return; "log t" / "log y" switch the axes. The static SVG
-# drawn by Python stays in place until the script replaces it, so nothing depends on it.
+# double-click (or "reset") to return; "log t" / "log y" switch the axes, which start as
+# the data's `x_log` / `y_log` say (the axes of the static SVG drawn by Python, which stays
+# in place until the script replaces it, so nothing depends on the script).
 _JS = r"""
 (function(){
 "use strict";
@@ -97,10 +100,10 @@ hi=Math.max(hi,X);}});});if(hi===lo){hi=lo+1;}box._s.lo=lo;box._s.hi=hi;}
 function reset(box){full(box);draw(box);}
 document.querySelectorAll(".zoom").forEach(function(box){
 var src=document.getElementById(box.getAttribute("data-src"));if(!src){return;}
-box._d=JSON.parse(src.textContent);box._s={xlog:false,ylog:!!box._d.y_log};
+box._d=JSON.parse(src.textContent);box._s={xlog:!!box._d.x_log,ylog:!!box._d.y_log};
 var bar=document.createElement("div");bar.className="hint";
 bar.innerHTML='Drag across the plot to zoom in time; double-click to reset. '+
-'<label><input type="checkbox" class="xl"> log t</label> '+
+'<label><input type="checkbox" class="xl"'+(box._s.xlog?" checked":"")+'> log t</label> '+
 '<label><input type="checkbox" class="yl"'+(box._s.ylog?" checked":"")+'> log y</label> '+
 '<button type="button" class="rs">reset</button>';box.insertBefore(bar,box.firstChild);
 bar.querySelector(".xl").addEventListener("change",function(e){box._s.xlog=e.target.checked;

@@ -1,12 +1,16 @@
 """Inline SVG charts for the HTML reports, drawn here so they show with scripts off:
-linear or log axes with nice ticks, several curves, a legend."""
+linear or log axes with nice ticks (or a tick at each given x), several curves, error
+bars, a legend, and the least-squares power-law fit of a log–log trend."""
 
 from __future__ import annotations
 
 import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._checks import Trend
 
 
 def _e(text: Any) -> str:
@@ -16,6 +20,9 @@ def _e(text: Any) -> str:
 _W, _H = 640, 300
 _M = {"l": 64, "r": 16, "t": 14, "b": 42}
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+#: Rough width of one character of the charts' 11 px labels, in SVG units (to keep tick
+#: labels from overlapping and to size the legend).
+_CHAR_W = 6.2
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -32,6 +39,31 @@ def _log_ticks(lo: float, hi: float) -> list[float]:
     a, b = math.floor(lo), math.ceil(hi)
     step = max(1, (b - a) // 6)
     return [float(k) for k in range(a, b + 1, step) if lo - 1e-9 <= k <= hi + 1e-9]
+
+
+def tick_label(v: float) -> str:
+    """A tick value as a short label: integers in full (250, 4000), others to 3 digits."""
+    if math.isfinite(v) and v == round(v) and abs(v) < 1e6:
+        return str(int(round(v)))
+    return f"{v:.3g}"
+
+
+def power_fit(x: Sequence[float], y: Sequence[float]) -> tuple[float, float] | None:
+    """The least-squares line through (log10 x, log10 y): `(slope, intercept)` of
+    `log10 y = slope·log10 x + intercept`, over the points with x, y > 0; None with fewer
+    than two distinct x."""
+    pts = [
+        (math.log10(a), math.log10(b))
+        for a, b in zip(x, y, strict=False)
+        if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0
+    ]
+    if len({p[0] for p in pts}) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+    return slope, my - slope * mx
 
 
 class _Axis:
@@ -54,10 +86,114 @@ class _Axis:
         t = math.log10(v) if self.log else v
         return self.lo_px + (t - self.lo) / (self.hi - self.lo) * (self.hi_px - self.lo_px)
 
+    def edge(self) -> float:
+        """The pixel of the axis's low end (where a log axis clips values ≤ 0)."""
+        return self.lo_px
+
     def ticks(self) -> list[tuple[float, str]]:
         if self.log:
-            return [(10**k, f"1e{int(k)}") for k in _log_ticks(self.lo, self.hi)]
+            if self.hi - self.lo > 2.5:
+                return [(10**k, f"1e{int(k)}") for k in _log_ticks(self.lo, self.hi)]
+            # a decade or two: 1, 2, 5 × 10^k; less: plain values on the log scale
+            inside = [
+                m * 10.0**k
+                for k in range(math.floor(self.lo), math.ceil(self.hi) + 1)
+                for m in (1, 2, 5)
+                if self.lo <= math.log10(m) + k <= self.hi
+            ]
+            if len(inside) < 3:
+                inside = [v for v in _nice_ticks(10**self.lo, 10**self.hi) if v > 0]
+            return [(v, f"{v:.4g}") for v in inside]
         return [(v, f"{v:.4g}") for v in _nice_ticks(self.lo, self.hi)]
+
+
+def _x_marks(ax: _Axis, x_ticks: Sequence[float] | None) -> list[str]:
+    """Vertical grid lines and labels: at `x_ticks` (each labelled unless it would
+    overlap the label before it) or at nice values."""
+    if x_ticks is None:
+        marks = ax.ticks()
+    else:
+        marks = [(float(v), tick_label(float(v))) for v in sorted(set(x_ticks))]
+    out, right = [], -math.inf
+    for v, text in marks:
+        px = ax.tr(v)
+        if px is None:
+            continue
+        out.append(
+            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{_M["t"]}" y2="{_H - _M["b"]}" stroke="#eee"/>'
+        )
+        half = len(text) * _CHAR_W / 2
+        if px - half >= right + 4:
+            out.append(
+                f'<text x="{px:.1f}" y="{_H - _M["b"] + 15}" text-anchor="middle">{_e(text)}</text>'
+            )
+            right = px + half
+    return out
+
+
+def _y_marks(ay: _Axis) -> list[str]:
+    out = []
+    for v, text in ay.ticks():
+        py = ay.tr(v)
+        if py is not None:
+            out.append(
+                f'<line x1="{_M["l"]}" x2="{_W - _M["r"]}" y1="{py:.1f}" y2="{py:.1f}" '
+                f'stroke="#eee"/><text x="{_M["l"] - 5}" y="{py + 4:.1f}" '
+                f'text-anchor="end">{_e(text)}</text>'
+            )
+    return out
+
+
+def _dash(s: Mapping[str, Any]) -> str:
+    if s.get("dotted"):
+        return ' stroke-dasharray="2 3"'
+    return ' stroke-dasharray="6 4"' if s.get("dashed") else ""
+
+
+def _series_marks(s: Mapping[str, Any], color: str, ax: _Axis, ay: _Axis) -> tuple[list, int]:
+    """The path, markers and error bars of one series, and how many points were drawn."""
+    out: list[str] = []
+    pts = []
+    for x, y in zip(s["x"], s["y"], strict=False):
+        px, py = ax.tr(float(x)), ay.tr(float(y))
+        if px is not None and py is not None:
+            pts.append((px, py))
+    if len(pts) > 1:
+        d = "M" + " L".join(f"{px:.1f} {py:.1f}" for px, py in pts)
+        out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{_dash(s)}/>')
+    if s.get("markers") or len(pts) == 1:
+        out += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>' for px, py in pts]
+    for x, y, err in zip(s["x"], s["y"], s.get("y_err") or (), strict=False):
+        px, py = ax.tr(float(x)), ay.tr(float(y))
+        if px is None or py is None or not math.isfinite(err) or err <= 0:
+            continue
+        lo = ay.tr(float(y) - err)
+        p1 = ay.edge() if lo is None else lo  # on a log axis, y − err ≤ 0 runs off the axis
+        p2 = ay.tr(float(y) + err)
+        if p2 is not None:
+            out.append(
+                f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{p1:.1f}" y2="{p2:.1f}" stroke="{color}"/>'
+            )
+    return out, len(pts)
+
+
+def _legend(entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
+    if not entries:
+        return []
+    width = 40 + _CHAR_W * max(len(label) for label, _, _ in entries)
+    left = _W - _M["r"] - 4 - width
+    out = [
+        f'<rect x="{left:.1f}" y="{_M["t"] + 2}" width="{width:.1f}" '
+        f'height="{16 * len(entries) + 4}" fill="#fff" fill-opacity="0.85"/>'
+    ]
+    for i, (label, color, s) in enumerate(entries):
+        y = _M["t"] + 14 + 16 * i
+        out.append(
+            f'<line x1="{left + 6:.1f}" x2="{left + 30:.1f}" y1="{y - 4}" y2="{y - 4}" '
+            f'stroke="{color}" stroke-width="2"{_dash(s)}/><text x="{left + 36:.1f}" '
+            f'y="{y}">{_e(label)}</text>'
+        )
+    return out
 
 
 def svg_chart(
@@ -68,9 +204,18 @@ def svg_chart(
     x_log: bool = False,
     y_log: bool = False,
     title: str = "",
+    x_ticks: Sequence[float] | None = None,
 ) -> str:
-    """An inline `<svg>` line/marker chart. Each series: `x`, `y`, optional `label`,
-    `y_err`, `dashed`, `markers`."""
+    """An inline `<svg>` line/marker chart.
+
+    **Arguments:** `series`, each a mapping with `x`, `y` and optionally `label`, `y_err`
+    (error bars), `dashed`, `dotted`, `markers`, `color`; the axis labels; `x_log`/`y_log`
+    (log axes, where the values are positive: " (log)" is added to the axis label);
+    `x_ticks` (a grid line and label at each of these x instead of nice values).
+
+    **Returns:** the `<svg>` element as a string. A series with nothing to draw on these
+    axes is left out of the legend.
+    """
     xs = [v for s in series for v in s["x"]]
     ys = [v for s in series for v in s["y"]]
     for s in series:
@@ -84,64 +229,81 @@ def svg_chart(
         f'aria-label="{_e(title or y_label)}">',
         f'<rect x="{_M["l"]}" y="{_M["t"]}" width="{_W - _M["l"] - _M["r"]}" '
         f'height="{_H - _M["t"] - _M["b"]}" fill="#fff" stroke="#bbb"/>',
-    ]
-    for v, text in ax.ticks():
-        px = ax.tr(v)
-        if px is not None:
-            out.append(
-                f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{_M["t"]}" y2="{_H - _M["b"]}" '
-                f'stroke="#eee"/><text x="{px:.1f}" y="{_H - _M["b"] + 15}" '
-                f'text-anchor="middle">{_e(text)}</text>'
-            )
-    for v, text in ay.ticks():
-        py = ay.tr(v)
-        if py is not None:
-            out.append(
-                f'<line x1="{_M["l"]}" x2="{_W - _M["r"]}" y1="{py:.1f}" y2="{py:.1f}" '
-                f'stroke="#eee"/><text x="{_M["l"] - 5}" y="{py + 4:.1f}" '
-                f'text-anchor="end">{_e(text)}</text>'
-            )
-    out.append(
+        *_x_marks(ax, x_ticks),
+        *_y_marks(ay),
         f'<text x="{(_M["l"] + _W - _M["r"]) / 2}" y="{_H - 6}" text-anchor="middle">'
-        f"{_e(x_label)}</text>"
+        f"{_e(x_label + (' (log)' if ax.log else ''))}</text>"
         f'<text transform="translate(14 {(_H - _M["b"] + _M["t"]) / 2}) rotate(-90)" '
-        f'text-anchor="middle">{_e(y_label)}</text>'
-    )
+        f'text-anchor="middle">{_e(y_label + (" (log)" if ay.log else ""))}</text>',
+    ]
     legend = []
     for i, s in enumerate(series):
         color = s.get("color") or _COLORS[i % len(_COLORS)]
-        pts = []
-        for x, y in zip(s["x"], s["y"], strict=False):
-            px, py = ax.tr(float(x)), ay.tr(float(y))
-            if px is not None and py is not None:
-                pts.append((px, py))
-        dash = ' stroke-dasharray="6 4"' if s.get("dashed") else ""
-        if len(pts) > 1:
-            d = "M" + " L".join(f"{px:.1f} {py:.1f}" for px, py in pts)
-            out.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="1.6"{dash}/>')
-        if s.get("markers") or len(pts) == 1:
-            out += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{color}"/>' for px, py in pts]
-        for x, y, err in zip(s["x"], s["y"], s.get("y_err") or (), strict=False):
-            px, p1, p2 = ax.tr(float(x)), ay.tr(float(y) - err), ay.tr(float(y) + err)
-            if px is not None and p1 is not None and p2 is not None:
-                out.append(
-                    f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{p1:.1f}" y2="{p2:.1f}" '
-                    f'stroke="{color}"/>'
-                )
-        if s.get("label"):
-            legend.append((s["label"], color, bool(s.get("dashed"))))
-    if legend:
-        out.append(
-            f'<rect x="{_W - _M["r"] - 156}" y="{_M["t"] + 2}" width="152" '
-            f'height="{16 * len(legend) + 4}" fill="#fff" fill-opacity="0.85"/>'
-        )
-    for i, (label, color, dashed) in enumerate(legend):
-        y = _M["t"] + 14 + 16 * i
-        dash = ' stroke-dasharray="6 4"' if dashed else ""
-        out.append(
-            f'<line x1="{_W - _M["r"] - 150}" x2="{_W - _M["r"] - 126}" y1="{y - 4}" '
-            f'y2="{y - 4}" stroke="{color}" stroke-width="2"{dash}/><text '
-            f'x="{_W - _M["r"] - 120}" y="{y}">{_e(label)}</text>'
-        )
+        marks, drawn = _series_marks(s, color, ax, ay)
+        out += marks
+        if s.get("label") and drawn:
+            legend.append((str(s["label"]), color, s))
+    out += _legend(legend)
     out.append("</svg>")
     return "".join(out)
+
+
+def _trend_series(t: Trend, loglog: bool) -> tuple[list[dict[str, Any]], str]:
+    """The measured and predicted series of a trend and, on log–log axes, the
+    least-squares power-law fit through the measured points (with its slope in the
+    legend); plus a note on what the axes leave out."""
+    series: list[dict[str, Any]] = [
+        {
+            "label": "measured",
+            "x": list(t.x),
+            "y": list(t.y),
+            "y_err": list(t.y_err) if t.y_err else None,
+            "markers": True,
+        }
+    ]
+    note = ""
+    if t.predicted is not None:
+        series.append(
+            {"label": "predicted", "x": list(t.x), "y": list(t.predicted), "dashed": True}
+        )
+        if loglog and any(not v > 0 for v in t.predicted):
+            note = "Predicted values ≤ 0 lie off the log axis; they are in the table."
+    fit = power_fit(t.x, t.y) if loglog else None
+    if fit is not None:
+        slope, icpt = fit
+        ends = [min(t.x), max(t.x)]
+        series.append(
+            {
+                "label": f"power-law fit, slope {slope:.3g}",
+                "x": ends,
+                "y": [10 ** (icpt + slope * math.log10(v)) for v in ends],
+                "dotted": True,
+                "color": "#555",
+            }
+        )
+        note = (
+            f"Log–log axes; the dotted line is the least-squares fit of log y on log x: "
+            f"{t.y_label} ∝ {t.x_label}^{slope:.3g}. " + note
+        ).strip()
+    return series, note
+
+
+def trend_svg(t: Trend) -> tuple[str, str]:
+    """The chart of a finite-size `Trend`: a labelled tick at each x; log–log axes with
+    the least-squares power-law fit when `t.x_log` is set and every y is positive (a
+    quantity spanning decades), else y linear; error bars and the predicted series.
+
+    **Returns:** the `<svg>` and a note for under it ("" when there is nothing to say).
+    """
+    loglog = t.x_log and bool(t.y) and all(math.isfinite(v) and v > 0 for v in t.y)
+    series, note = _trend_series(t, loglog)
+    svg = svg_chart(
+        series,
+        x_label=t.x_label,
+        y_label=t.y_label,
+        title=t.y_label,
+        x_log=t.x_log,
+        y_log=loglog,
+        x_ticks=t.x,
+    )
+    return svg, note

@@ -498,3 +498,141 @@ def test_report_shows_what_the_claim_kit_decided():
     assert "numerical error ±1e-06" in text and "upper bound" in text
     assert "α > 1/2: NOT met (α = 0.4)" in text
     assert "outside hypothesis" in text and "vacuous" in text
+
+
+# ---------------------------------------------------------------------------------------
+# Layout: tables that never break inside a word, trends on log–log axes, log-t loss curves,
+# links from the index to the claims' cards
+
+
+def _svgs(page: str) -> list[str]:
+    return re.findall(r"<svg\b.*?</svg>", page, flags=re.S)
+
+
+def _svg_texts(svg: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<text\b[^>]*>([^<]*)</text>", svg)]
+
+
+def test_tables_never_break_inside_a_word_or_a_number():
+    from flows._report_assets import _CSS
+
+    css = _CSS.replace(" ", "").replace("\n", "")
+    (cells,) = re.findall(r"td,th\{([^}]*)\}", css)
+    for rule in ("overflow-wrap:normal", "word-break:normal", "hyphens:manual"):
+        assert rule in cells
+    assert "break-all" not in css and "anywhere" not in css and "break-word" not in css
+    assert re.search(r"\.tw\{[^}]*overflow-x:auto", css)
+    assert re.search(r"\.num\{[^}]*white-space:nowrap", css)
+    page = experiment_report(
+        name="p",
+        title="T",
+        checks=_checks(),
+        results={"config": {"m": 5}, "main_run_stats": {"result": "successful", "steps": 3}},
+        command=["flows", "check", "p", "--out", "/a/very/long/path/to/the/output/folder"],
+    )
+    assert_self_contained(page)
+    # every table sits in a wrapper that scrolls sideways instead of squeezing its cells
+    assert page.count("<table") == page.count('<div class="tw"><table') > 4
+    assert '<td class="num">4.19</td>' in page  # the trend's numbers stay on one line
+    assert "a/<wbr>very/<wbr>long" in page  # a long path wraps only between its parts
+
+
+def test_trend_on_log_log_axes_ticks_every_x_and_draws_the_fit():
+    m = (250.0, 500.0, 1000.0, 2000.0, 4000.0)
+    y = tuple(25.0 / v for v in m)  # ∝ m^-1: the fit's slope is exactly -1
+    trend = Trend("m", "error", m, y, y_err=tuple(0.1 * v for v in y),
+                  predicted=tuple(20.0 / v for v in m), x_log=True)  # fmt: skip
+    check = dataclasses.replace(_checks()[0], trend=trend)
+    page = experiment_report(name="p", title="T", checks=[check])
+    (svg,) = _svgs(page)
+    texts = _svg_texts(svg)
+    for label in ("250", "500", "1000", "2000", "4000"):
+        assert texts.count(label) == 1, texts  # a labelled tick at each width
+    assert "m (log)" in texts and "error (log)" in texts  # log–log axes
+    assert "power-law fit, slope -1" in texts
+    assert 'stroke-dasharray="2 3"' in svg and 'stroke-dasharray="6 4"' in svg  # fit, predicted
+    assert svg.count("<circle") == 5 and svg.count('stroke="#1f77b4"/>') == 5  # error bars
+    assert "least-squares fit" in _Page(page).visible
+
+
+def test_trend_log_axes_only_where_the_values_allow():
+    """y on a log axis needs every y > 0; a linear x axis still gets a tick at each x."""
+    m = (250.0, 1000.0, 4000.0)
+    signed = Trend("m", "excess", m, (0.3, -0.1, 0.02), predicted=(0.0, 0.0, 0.0), x_log=True)
+    linear = Trend("ln m", "T_d", (5.52, 6.91, 8.29), (4.19, 4.89, 5.59))
+    for trend, x_label, ticks in ((signed, "m (log)", ("250", "1000", "4000")),
+                                  (linear, "ln m", ("5.52", "6.91", "8.29"))):  # fmt: skip
+        page = experiment_report(
+            name="p", title="T", checks=[dataclasses.replace(_checks()[0], trend=trend)]
+        )
+        (svg,) = _svgs(page)
+        texts = _svg_texts(svg)
+        assert x_label in texts and trend.y_label in texts  # y stays linear
+        assert all(t in texts for t in ticks)
+        assert "power-law fit" not in svg
+
+
+def test_power_fit_recovers_a_power_law():
+    from flows._report_svg import power_fit
+
+    x = [1.0, 3.0, 10.0, 30.0]
+    fit = power_fit(x, [3.0 * v**-0.5 for v in x])
+    assert fit is not None
+    assert fit[0] == pytest.approx(-0.5, rel=1e-12)
+    assert fit[1] == pytest.approx(np.log10(3.0), rel=1e-12)
+    assert power_fit([2.0, 2.0], [1.0, 3.0]) is None  # one distinct x: no line
+
+
+def test_loss_curve_spanning_decades_is_shown_against_log_t():
+    t = np.concatenate([[0.0], np.logspace(-1, 5, 300)])
+    wide = experiment_report(
+        name="p", title="T", checks=_checks(), curves=[Curve("main", t, np.exp(-t / 100) + 0.1)]
+    )
+    (data,) = [json.loads(d) for a, d in _Page(wide).scripts if a.get("type") == "application/json"]
+    assert data["x_log"] is True  # the script starts on log t …
+    (code,) = [d for a, d in _Page(wide).scripts if not a.get("type")]
+    assert "xlog:!!box._d.x_log" in code
+    # … and with scripts off, the static chart is the log-t view
+    (svg,) = [s for s in _svgs(without_scripts(wide)) if 'aria-label="loss"' in s]
+    texts = _svg_texts(svg)
+    assert "time (log)" in texts
+    assert all(f"1e{k}" in texts for k in range(-1, 6))
+    narrow = experiment_report(
+        name="p", title="T", checks=_checks(), curves=[Curve("main", [0.0, 5.0, 10.0],
+                                                             [1.0, 0.5, 0.2])]
+    )  # fmt: skip
+    (data,) = [
+        json.loads(d) for a, d in _Page(narrow).scripts if a.get("type") == "application/json"
+    ]
+    (svg,) = [s for s in _svgs(narrow) if 'aria-label="loss"' in s]
+    assert data["x_log"] is False and "time" in _svg_texts(svg)
+
+
+def test_index_links_each_failing_claim_to_its_card():
+    checks = _checks()
+    (failing,) = [i for i, c in enumerate(checks, 1) if c.verdict == "fails"]
+    page = index_report(
+        [{"name": "a", "title": "A", "checks": checks, "report": "a/report.html", "wall_s": 3},
+         {"name": "b", "title": "B", "checks": checks, "report": None}]
+    )  # fmt: skip
+    parsed = assert_self_contained(page)
+    links = [a["href"] for t, a in parsed.tags if t == "a" and "href" in a]
+    assert f"a/report.html#claim-{failing}" in links
+    assert not any(h.startswith("None") or h.startswith("#claim") for h in links)
+    assert "Failing in b" in parsed.visible  # listed, without a report to link to
+    report = experiment_report(name="a", title="A", checks=checks)
+    card = re.search(rf'<section class="claim [a-z]+" id="claim-{failing}">', report)
+    assert card and "fails" in card.group(0)
+
+
+def test_solver_statistics_leave_out_what_no_run_recorded():
+    sweep = [{"m": 100 * (i + 1), "vf_evals": 60 + i, "steps": 10 + i, "result": "successful",
+              "wall_s": 0.25} for i in range(18)]  # fmt: skip
+    sweep.append({"vf_evals": float("nan"), "steps": None, "result": ""})  # nothing recorded
+    page = experiment_report(name="p", title="T", checks=_checks(), results={"sweep": sweep})
+    (table,) = re.findall(r"Solver statistics.*?(<table>.*?</table>)", page, flags=re.S)
+    heads = re.findall(r"<th>([^<]*)</th>", table)
+    assert heads == ["run", "result", "steps", "vf_evals", "wall_s"]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
+    assert len(rows) == 18 and "sweep[18]" not in table
+    assert all(row.count("<td") == len(heads) and "—" not in row for row in rows)
