@@ -18,6 +18,7 @@ from ._arguments import describe_stop
 from ._clocks import AbstractClock, PhysicalClock
 from ._misc import tree_sq_norm
 from ._problem import Problem
+from ._progress import RunMeter
 from ._solvers import (
     EVAL_COUNTER,
     FIRST_STEP_STABILITY,
@@ -208,7 +209,11 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
         )
     if pts.shape[0]:
         subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
-    meter = diffrax.TextProgressMeter() if settings.progress else diffrax.NoProgressMeter()
+    meter = (
+        RunMeter(s0=t0, s1=t1, t1=clock.to_physical(t1), to_physical=clock.to_physical)
+        if settings.progress
+        else diffrax.NoProgressMeter()
+    )
     rkc = counts_own_evals(solver)  # its counts are in its state
     y0 = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
     # the first-step choice is not counted by the callback: `stats.extra["first_step_evals"]`

@@ -187,7 +187,11 @@ def simulate(
       ρ(θ(0)), `flows._solvers.initial_step`;
       recorded as `stats.extra["dt0"]`, with `first_step_evals` — 22 evaluations with the
       ρ measurement (then `rho0`), 2 without — not in `vf_evals`).
-    - `progress`: print a progress meter. `count_evals`: how to count vector-field calls:
+    - `progress`: show the solve's progress on stderr: a line before a compile, then on a
+      terminal one live bar (tqdm: the share of the run's clock done, the time reached of
+      t1, steps and rejected steps, the time left), elsewhere a plain line at every
+      tenth (`flows._progress`); the loss clock prints a line per save time instead.
+      `count_evals`: how to count vector-field calls:
       'auto' (default) from the step count for Tsit5, Dopri5, Dopri8 (`EVALS_PER_STEP`), from
       the solver's own count for RKC2 (exact on accepted steps; evaluations of rejected
       steps are not seen — `stats.rejected_steps` says how many) and by a host callback
