@@ -339,3 +339,32 @@ def test_equal_observable_arguments_give_one_function_and_so_one_compilation():
     assert teacher_observables(teacher=np.array([0.0, 1.0]), beta=0.0) is not a
     assert teacher_observables(teacher=np.array([1.0, 0.0]), beta=1e-3) is not a
     assert teacher_observables(beta=0.0) is not a
+
+
+def test_app_j_over_its_family_is_existential_and_names_where():
+    """App. J over its family (geometries × seeds): holds when some member enters the
+    state at some time, persistent when a member ends in it, not observed when none does;
+    the measured text names each member and when; left-out members are stated."""
+
+    def traj(margins, shares):
+        class _T:
+            observables = {
+                "nar_margin": np.asarray(margins, float),
+                "par_share": np.asarray(shares, float),
+                "accuracy": np.ones(len(margins)),
+            }
+            times = np.asarray([1.0, 10.0, 100.0][: len(margins)])
+
+        return _T
+
+    tol = lt.Config().kink_cos
+    never = traj([-1, -1, 0.2], [0.5, 0.5, 1.0])  # the NAR only once in the PAR
+    passing = traj([-1, 0.2, -1], [0.5, 0.5, 0.5])  # t = 10 only
+    staying = traj([-1, 0.2, 0.3], [0.5, 0.5, 0.5])
+    c = lt.check_outlier_family([("a", never), ("b", passing)], ["c (not separable)"], tol, "F")
+    assert c.verdict == "holds (transient)" and "in 1 of 2 runs" in c.measured
+    assert "b: t ≈ 10–10" in c.measured and "left out: c (not separable)" in c.reason
+    c = lt.check_outlier_family([("a", never), ("s", staying)], [], tol, "F")
+    assert c.verdict == "holds (persistent)" and c.values["persistent"] == ["s"]
+    assert lt.check_outlier_family([("a", never)], [], tol, "F").verdict == "not observed"
+    assert lt.check_outlier_family([], ["all"], tol, "F").verdict == "not applicable"

@@ -47,6 +47,21 @@ def _diff(a, b, path: str, out: list[str]) -> None:
         out.append(f"{path}: {a!r} → {b!r}")
 
 
+def _keyed(experiment: dict) -> dict:
+    """The experiment with its checks keyed by '[source] claim' (a repeated claim gets
+    ' #2', …), so that a claim added or removed shows as such, not as every later row
+    shifted by one."""
+    keyed: dict[str, dict] = {}
+    for c in experiment.get("checks", []):
+        key = f"[{c.get('source')}] {c.get('claim')}"
+        k, n = key, 1
+        while k in keyed:
+            n += 1
+            k = f"{key} #{n}"
+        keyed[k] = c
+    return experiment | {"checks": keyed}
+
+
 def main(old_path: str, new_path: str) -> int:
     old = {e["name"]: e for e in json.load(open(old_path))["experiments"]}
     new = {e["name"]: e for e in json.load(open(new_path))["experiments"]}
@@ -57,7 +72,7 @@ def main(old_path: str, new_path: str) -> int:
             bad += 1
             continue
         out: list[str] = []
-        _diff(old[name], new[name], name, out)
+        _diff(_keyed(old[name]), _keyed(new[name]), name, out)
         n = len(new[name]["checks"])
         print(f"{name}: {n} claims, " + ("identical" if not out else f"{len(out)} differences"))
         for line in out[:40]:

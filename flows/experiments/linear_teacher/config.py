@@ -45,7 +45,9 @@ class Config:
     `prop_networks` networks × `prop_points` points. Outlier run: `outlier` point,
     `outlier_n`, exact flow to `outlier_t1` (the check runs it at the geometry the App. J
     search chooses, `outlier_search`: outlier radius `search_radii` × angle
-    `search_angles` (degrees) × Gaussian std `search_stds`), and, if `outlier_gd`,
+    `search_angles` (degrees) × Gaussian std `search_stds`; App. J's family: the exact
+    flow at every separable geometry of that grid × `outlier_family_seeds`, each seed
+    drawing the Gaussians and the net's init), and, if `outlier_gd`,
     gradient descent at `outlier_lr` and `outlier_lr`/4 beside it. High-dimensional
     Gaussians (App. I), if `highdim`: dimension `highdim_d`, exact flow to `highdim_t1`
     (its own compilation, ~15 s CPU). `smoothing_check`: the ε → 0 cross-check of the
@@ -94,6 +96,7 @@ class Config:
     search_radii: tuple[float, ...] = (3.16, 12.0)
     search_angles: tuple[float, ...] = (115.0, 135.0, 155.0)
     search_stds: tuple[float, ...] = (0.5,)
+    outlier_family_seeds: tuple[int, ...] = (0, 1, 2)
     highdim: bool = True
     highdim_d: int = 20
     highdim_t1: float = 1e6
@@ -133,6 +136,13 @@ class Config:
             raise ConfigError("`sgd_grid_lr` and `sgd_grid_init` must be > 0.")
         if any(r <= 0 for r in self.search_radii) or any(s < 0 for s in self.search_stds):
             raise ConfigError("`search_radii` must be > 0 and `search_stds` ≥ 0.")
+        if not self.outlier_family_seeds or any(
+            not (isinstance(s, int) and s >= 0) for s in self.outlier_family_seeds
+        ):
+            raise ConfigError(
+                "`outlier_family_seeds` must be one or more integers ≥ 0; got "
+                f"{self.outlier_family_seeds!r}."
+            )
         if not 0 < self.cos_tol <= 1:
             raise ConfigError(f"`cos_tol` must lie in (0, 1]; got {self.cos_tol!r}.")
 
@@ -154,6 +164,7 @@ def default_config(quick: bool = False) -> Config:
             # the default's chosen geometry only: each geometry costs four QPs (~1.2 s)
             search_radii=(12.0,),
             search_angles=(135.0,),
+            outlier_family_seeds=(0,),
             highdim=False,
             highdim_t1=1e4,
             smoothing_check=False,

@@ -59,8 +59,14 @@ from .config import FILES, MAX_INIT, NAME, Config, default_config
 from .data import symmetric_gaussians
 from .figures import plot_boundaries, plot_clustering, plot_outlier, plot_par, plot_sgd
 from .observables import teacher_observables
-from .outlier_checks import check_outlier, check_outlier_gd, check_outlier_search
+from .outlier_checks import (
+    check_outlier,
+    check_outlier_family,
+    check_outlier_gd,
+    check_outlier_search,
+)
 from .runs import (
+    outlier_data,
     par_prediction,
     run_digits,
     run_flow,
@@ -247,6 +253,8 @@ def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
         check_outlier_search(grid, chosen, flow_summary, cfg, whole_run if chosen else None)
     )
     checks.append(whole_run)
+    checks.append(_outlier_family(cfg, grid, chosen, outlier, obs_kwargs, obs))
+    say(f"App. J family: {checks[-1].measured.split(' — ')[0]}")
     checks.append(check_theorem61(outlier, odata, cfg, "outlier"))
     if cfg.outlier_gd:
         checks.append(
@@ -254,6 +262,39 @@ def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
         )
         say("outlier by gradient descent at η and η/4 done")
     return checks, outlier, odata, ocfg, {"grid": grid, "chosen": chosen, "flow": flow_summary}
+
+
+def _outlier_family(cfg: Config, grid: list[dict], chosen, outlier, obs_kwargs: dict, obs):
+    """App. J over its family: the exact flow at every separable geometry of the search
+    grid × `cfg.outlier_family_seeds` (the chosen geometry's seed-0 run is the outlier run
+    already made)."""
+    runs, excluded = [], []
+    for row in grid:
+        where = f"r = {row['radius']:g}, {row['angle_deg']:g}°"
+        for seed in cfg.outlier_family_seeds:
+            label = f"{where}, seed {seed}"
+            if chosen is row and seed == 0:
+                runs.append((label, outlier))
+                continue
+            if row["std"] != 0.5:  # run_outlier draws the Gaussians at std 0.5
+                excluded.append(f"{label} (std {row['std']:g}: not run)")
+                continue
+            geometry = dataclasses.replace(cfg, outlier=tuple(row["outlier"]))
+            if not outlier_data(geometry, seed).separability.separable:  # an LP, no flow
+                excluded.append(f"{label} (not linearly separable)")
+                continue
+            traj, _, _ = osearch.flow_at(
+                cfg, row["radius"], row["angle_deg"], obs_kwargs, cfg.outlier_t1, obs, seed
+            )
+            runs.append((label, traj))
+    family = (
+        f"{len(runs)} exact flows to t = {cfg.outlier_t1:g} (whole trajectories, "
+        f"{cfg.n_save} log-spaced saves each): every geometry of the search grid (radius "
+        f"{', '.join(f'{r:g}' for r in cfg.search_radii)} × angle "
+        f"{', '.join(f'{a:g}' for a in cfg.search_angles)}°) × seeds "
+        f"{list(cfg.outlier_family_seeds)} (data and init), init {cfg.small_init:g}"
+    )
+    return check_outlier_family(runs, excluded, cfg.kink_cos, family)
 
 
 def _final_values(runs: dict) -> dict:

@@ -44,6 +44,58 @@ def outlier_verdict(o: dict, kink_cos: float) -> tuple[bool, str, dict]:
     return holds, text, values
 
 
+def _occurs(o: dict, kink_cos: float) -> np.ndarray:
+    """App. J's state at every save: an NAR beyond the kink tolerance (β* > kink_cos), PAR
+    share < 1, accuracy 1."""
+    return (
+        (np.asarray(o["nar_margin"]) > kink_cos)
+        & (np.asarray(o["par_share"]) < 1)
+        & (np.asarray(o["accuracy"]) == 1)
+    )
+
+
+FAMILY_CLAIM = OUTLIER_CLAIM + " — over App. J's family (geometries × seeds)"
+
+
+def check_outlier_family(
+    runs: list[tuple[str, Trajectory]], excluded: list[str], kink_cos: float, family: str
+) -> Check:
+    """App. J as the existential claim over the family it quantifies over: the exact flow
+    (whole trajectories) at every separable geometry of the search grid × seeds (each seed
+    draws the Gaussians and the init). `runs`: (label, trajectory); `excluded`: members
+    left out and why (e.g. a non-separable sample). Verdict by `flows.claims.Existential`:
+    holds (persistent) / holds (transient) / not observed, with the searched family."""
+    src = f"{SOURCE} App. J"
+    if not runs:
+        return Check.not_applicable(
+            FAMILY_CLAIM, src, "no member of the family is linearly separable: " + family
+        )
+    c = Existential(
+        FAMILY_CLAIM,
+        src,
+        [np.asarray(tr.times) for _, tr in runs],
+        [_occurs(tr.observables, kink_cos) for _, tr in runs],
+        [label for label, _ in runs],
+        family=family + (f"; left out: {'; '.join(excluded)}" if excluded else ""),
+        assumptions="exact piecewise-smooth flow (Filippov sliding on kinks), small init, "
+        f"on the kink: |ŵ·x̂| ≤ {kink_cos:g}",
+    ).judge()
+    found = c.values.get("occurrences", [])
+    at_end = [f["member"] for f in found if f["at_end"]]
+    where = "; ".join(
+        f"{f['member']}: t ≈ {f['t_first']:.3g}–{f['t_last']:.3g}"
+        + (" (to the end)" if f["at_end"] else "")
+        for f in found
+    )
+    return dataclasses.replace(
+        c,
+        measured=c.measured + (f" — {where}" if where else ""),
+        predicted=f"for some member, at some t: in an NAR (β* > {kink_cos:g}), PAR share < 1, "
+        "accuracy 1",
+        values=c.values | {"members": [label for label, _ in runs], "persistent": at_end},
+    )
+
+
 def check_outlier(traj: Trajectory, data, kink_cos: float) -> Check:
     """App. J on the exact (Filippov) flow, as the existential claim it is ("learning can
     enter an NAR that is not a PAR"): searched over the whole trajectory — in an NAR with
@@ -59,16 +111,11 @@ def check_outlier(traj: Trajectory, data, kink_cos: float) -> Check:
     if sl is not None:
         values["sliding_pairs_end"] = float(sl[-1])
         text += f"; sliding pairs at t1: {sl[-1]:.0f}"
-    occurs = (
-        (np.asarray(o["nar_margin"]) > kink_cos)
-        & (np.asarray(o["par_share"]) < 1)
-        & (np.asarray(o["accuracy"]) == 1)
-    )
     c = Existential(
         OUTLIER_CLAIM,
         src,
         [np.asarray(traj.times)],
-        [occurs],
+        [_occurs(o, kink_cos)],
         ["the outlier run"],
         family=f"every save time of one run ({len(traj.times)} saves on [0, {traj.times[-1]:.3g}]) "
         "at one geometry and init; the geometry family is the search row's",

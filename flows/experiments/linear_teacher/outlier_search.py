@@ -102,13 +102,21 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def flow_at(cfg: Config, radius: float, angle_deg: float, obs_kwargs: dict, t1: float, obs=None):
-    """Stage 2: the exact flow at one geometry (`run_outlier`; `obs` as there), with a
-    summary."""
+def flow_at(
+    cfg: Config,
+    radius: float,
+    angle_deg: float,
+    obs_kwargs: dict,
+    t1: float,
+    obs=None,
+    seed: int | None = None,
+):
+    """Stage 2: the exact flow at one geometry (`run_outlier`; `obs` and `seed` as there),
+    with a summary."""
     from .runs import run_outlier
 
     c = dataclasses.replace(cfg, outlier=outlier_point(radius, angle_deg))
-    traj, data = run_outlier(c, obs_kwargs, t1=t1, obs=obs)
+    traj, data = run_outlier(c, obs_kwargs, t1=t1, obs=obs, seed=seed)
     o = traj.observables
     return (
         traj,

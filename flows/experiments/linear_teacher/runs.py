@@ -180,8 +180,8 @@ def par_prediction(traj: Trajectory, data, cfg: Config) -> tuple[mm.ParSolution,
 # Outlier (App. J), SGD (Thm 4.1), digits (Fig. 2)
 
 
-def outlier_data(cfg: Config) -> SeparableData:
-    return antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier))
+def outlier_data(cfg: Config, seed: int = 0) -> SeparableData:
+    return antipodal_with_outlier(cfg.outlier_n, 2, outlier=np.asarray(cfg.outlier), seed=seed)
 
 
 def run_outlier(
@@ -191,15 +191,17 @@ def run_outlier(
     init: float | None = None,
     t1: float | None = None,
     obs=None,
+    seed: int | None = None,
 ) -> tuple[Trajectory, SeparableData]:
     """The outlier data (App. J) by the exact flow (loss clock to `t1`, default
     `outlier_t1`; init scale default `small_init`; `cfg.n_save` saves). `obs`: the
     observables function (default `teacher_observables(**obs_kwargs)`); passing the main
-    runs' one lets this run share their compilation when `outlier_n + 1 == n`."""
-    data = outlier_data(cfg)
+    runs' one lets this run share their compilation when `outlier_n + 1 == n`. `seed`:
+    draws the Gaussians and the net's init (default: data seed 0, init key `cfg.seed`)."""
+    data = outlier_data(cfg, 0 if seed is None else seed)
     init = cfg.small_init if init is None else init
     t1 = cfg.outlier_t1 if t1 is None else t1
-    problem, described = shared_problem(cfg, data.train, init)
+    problem, described = shared_problem(cfg, data.train, init, key=seed)
     traj = simulate_nonsmooth(
         problem,
         t1=t1,
