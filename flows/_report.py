@@ -19,6 +19,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -218,13 +219,38 @@ def _td(v: Any, limit: int = 600) -> str:
     if isinstance(v, _Html):
         return f"<td>{v}</td>"
     cls = ' class="num"' if _is_number(v) else ""
-    return f"<td{cls}>{_e(_value_text(v, limit))}</td>"
+    return f"<td{cls}>{_t(_value_text(v, limit))}</td>"
+
+
+#: A number with a sign or an exponent ("-0.3", "1.2e-05", "−4"): the browser may break
+#: a line after its hyphen, so it is kept on one line.
+_SIGNED_NUMBER = re.compile(r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?")
+
+
+def _t(text: Any) -> str:
+    """Text content, escaped, with every signed or exponent number kept on one line (a
+    cell may wrap between words, never inside a number)."""
+    out, last = [], 0
+    text = str(text)
+    for m in _SIGNED_NUMBER.finditer(text):
+        out.append(_e(text[last : m.start()]))
+        out.append(f'<span class="nw">{_e(m.group())}</span>')
+        last = m.end()
+    out.append(_e(text[last:]))
+    return "".join(out)
 
 
 def _breakable(text: str) -> _Html:
-    """`text` escaped, with a line-break opportunity after each '/' (long paths wrap
-    between their parts, never inside a name)."""
-    return _Html(_e(text).replace("/", "/<wbr>"))
+    """`text` escaped, wrapping only at its spaces and after each '/' (long paths wrap
+    between their parts, never inside a name: the parts are kept on one line)."""
+
+    def parts(word: str) -> str:
+        return "/<wbr>".join(
+            f'<span class="nw">{_e(p)}</span>' if p else "" for p in word.split("/")
+        )
+
+    words = (parts(w) for w in text.split(" "))
+    return _Html(" ".join(words))
 
 
 def _kv_table(
@@ -323,7 +349,7 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
     if c.assumptions:
         rows.insert(0, ("assumptions", c.assumptions))
     parts.append(
-        _table("".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows), "pm")
+        _table("".join(f"<tr><td>{_e(k)}</td><td>{_t(v)}</td></tr>" for k, v in rows), "pm")
     )
     if c.trend is not None:
         parts.append(_trend_html(c.trend))
@@ -516,9 +542,9 @@ def experiment_report(
     for i, c in enumerate(checks, 1):
         where = c.reference.describe(with_paper=False) if c.reference else ""
         body.append(
-            f'<tr><td><a href="#claim-{i}">{i}</a></td><td>{_e(c.claim)}</td>'
-            f"<td>{_e(where or c.source)}</td><td>{_e(c.predicted)}</td>"
-            f"<td>{_e(c.measured)}</td><td>{_badge(c.verdict)}</td></tr>"
+            f'<tr><td><a href="#claim-{i}">{i}</a></td><td>{_t(c.claim)}</td>'
+            f"<td>{_t(where or c.source)}</td><td>{_t(c.predicted)}</td>"
+            f"<td>{_t(c.measured)}</td><td>{_badge(c.verdict)}</td></tr>"
         )
     body.append("</table></div>")
     body.append('<h2 id="claims">Claims</h2>')
@@ -600,7 +626,8 @@ def index_report(
         n = verdict_counts(checks)
         other = sum(n.values()) - n[HOLDS] - n[FAILS] - n[NOT_APPLICABLE]
         link = e.get("report")
-        label = f'<a href="{_e(link)}">{_e(e["name"])}</a>' if link else _e(e["name"])
+        name = f'<span class="nw">{_e(e["name"])}</span>'
+        label = f'<a href="{_e(link)}">{name}</a>' if link else name
         wall = _float(e.get("wall_s"))
         counts = "".join(_td(k) for k in (n[HOLDS], n[FAILS], n[NOT_APPLICABLE], other))
         rows.append(
@@ -634,7 +661,7 @@ def _failing_html(entry: Mapping[str, Any]) -> str:
         label = _e(c.label)
         if link:
             label = f'<a href="{_e(link)}#claim-{i}">{label}</a>'
-        items.append(f"<li>{label}: {_e(c.reason or c.measured)}</li>")
+        items.append(f"<li>{label}: {_t(c.reason or c.measured)}</li>")
     if not items:
         return ""
     return f"<h3>Failing in {_e(entry['name'])}</h3><ul>{''.join(items)}</ul>"

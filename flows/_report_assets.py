@@ -14,6 +14,7 @@ overflow-wrap:normal;word-break:normal;hyphens:manual}
 th{background:#f0f0f0}
 .tw{overflow-x:auto;max-width:100%;margin:.4em 0}
 .num{white-space:nowrap;font-variant-numeric:tabular-nums}
+.nw{white-space:nowrap}
 .verdict{display:inline-block;padding:1px 8px;border-radius:9px;font-weight:600;
 font-size:.85em;white-space:nowrap}
 .v-holds{background:#d9f2dd;color:#14532d}.v-fails{background:#fbd5d5;color:#7f1d1d}

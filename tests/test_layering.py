@@ -63,6 +63,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_nonsmooth_units.py": {"flows._nonsmooth"},
         "tests/test_output_safety.py": {"flows._cli", "flows._io"},
         "tests/test_reliability.py": {"flows._cli", "flows._io"},
+        "tests/test_browser.py": {"flows._report"},
         "tests/test_progress.py": {"flows._progress"},
         "tests/test_report.py": {
             "flows._checks",

@@ -18,9 +18,7 @@ def small():
     return flows.make_problem(TwoLayer(m=15, d=1, alpha=1.0), data, key=5)
 
 
-LINE = re.compile(
-    r"flows: +(\d+)% · t = (\S+) of (\S+), (\d+) steps \((\d+) rejected\) · \S+ s"
-)
+LINE = re.compile(r"flows: +(\d+)% · t = (\S+) of (\S+), (\d+) steps \((\d+) rejected\) · \S+ s")
 
 
 @pytest.mark.parametrize("clock", ["physical", "log"])

@@ -534,7 +534,14 @@ def test_tables_never_break_inside_a_word_or_a_number():
     # every table sits in a wrapper that scrolls sideways instead of squeezing its cells
     assert page.count("<table") == page.count('<div class="tw"><table') > 4
     assert '<td class="num">4.19</td>' in page  # the trend's numbers stay on one line
-    assert "a/<wbr>very/<wbr>long" in page  # a long path wraps only between its parts
+    # a long path wraps only between its parts, each kept on one line
+    assert '<span class="nw">a</span>/<wbr><span class="nw">very</span>/<wbr>' in page
+    # signed and exponent numbers never break after their hyphen
+    from flows._report import _t
+
+    assert _t("≤ 1.2e-05 at −0.5, x-y") == (
+        '≤ <span class="nw">1.2e-05</span> at <span class="nw">−0.5</span>, x-y'
+    )
 
 
 def test_trend_on_log_log_axes_ticks_every_x_and_draws_the_fit():
