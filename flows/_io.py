@@ -78,10 +78,18 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
     process is interrupted), the temporary is removed; a process killed outright leaves it,
     and `remove_stale_temporaries` recognizes it by its name.
 
+    Public as `flows.write_atomic`, for a plug-in's own outputs; `write_netcdf` and the
+    toolkit's own files (reports, manifests, sweep points, …) are written through it.
+
     **Arguments:** `path` the file to write (its folder is created); `write` a callable
     that writes the whole file at the path it is given.
 
     **Returns:** `path`, as a `Path`.
+
+    **Raises:** `WriteError` (an `OSError`) when the file cannot be written — a full disk,
+    a folder you cannot write to, a folder in the way at `path` — naming the file and what
+    to try; the file there before, if any, is untouched. An exception from `write` that is
+    not an `OSError` passes through unchanged (the temporary removed).
     """
     path = Path(path)
     tmp = None
@@ -366,10 +374,12 @@ def versions() -> dict[str, str]:
 MANIFEST = ".flows-owned.json"
 _MANIFEST_FORMAT = 2
 _TMP_MARK = ".flows-tmp-pid"
-#: The HTML report `flows check` and `flows simulate` write into their output folder, and
-#: the index `flows check all` writes above the experiments' folders. Both are owned
-#: outputs: listed in the folder's manifest, never written over a file of the user's.
+#: The HTML report `flows check` and `flows simulate` write into their output folder. It
+#: and `INDEX_NAME` are owned outputs: listed in the folder's manifest, never written over
+#: a file of the user's.
 REPORT_NAME = "report.html"
+#: The index page `flows check all` writes above the experiments' folders (an owned
+#: output, like `REPORT_NAME`).
 INDEX_NAME = "index.html"
 
 

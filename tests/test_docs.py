@@ -7,12 +7,21 @@
 - The README sections the pages include (`<!-- readme: … -->`, see `docs/_hooks.py`)
   exist, so a renamed README heading fails here with its name, not only in the build;
   figures (`<!-- figure: … -->`) are shown when present and named when not.
+- Every public name (of `flows`, `flows.models`, `flows.plugin`, `reduced`) has a
+  docstring as the API reference reads it (a `#:` comment for a constant, through
+  `docs/_griffe_comments.py`) and, in the built site, an entry of its own.
+- Every `flows` command has its page under "Command line", generated from the parser by
+  `docs/_cli_pages.py` and listed in the nav: a new command fails here until it is listed.
 - `mkdocs build --strict` (warnings are errors) builds the site into a temporary folder,
-  offline; skipped, with the reason, when the `docs` extra is not installed.
+  offline; skipped, with the reason, when the `docs` extra is not installed. The built
+  pages load nothing from another host (no web fonts, no CDN).
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
+import importlib
 import importlib.util
 import re
 import subprocess
@@ -101,13 +110,19 @@ def test_runnable_examples(page, tmp_path, monkeypatch):
         exec(compile(code, f"docs/{page}, block at line {line}", "exec"), module.__dict__)  # noqa: S102
 
 
-def _hooks():
-    pytest.importorskip("mkdocs", reason="the `docs` extra is not installed")
-    spec = importlib.util.spec_from_file_location("flows_docs_hooks", DOCS / "_hooks.py")
+def _docs_module(file: str, needs: str = "mkdocs"):
+    """A module of `docs/` (a hook, the griffe extension), loaded from its file."""
+    pytest.importorskip(needs, reason="the `docs` extra is not installed")
+    name = f"flows_docs_{Path(file).stem.lstrip('_')}"
+    spec = importlib.util.spec_from_file_location(name, DOCS / file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _hooks():
+    return _docs_module("_hooks.py")
 
 
 def test_readme_sections_exist():
@@ -150,6 +165,106 @@ def test_figure_markers(tmp_path, monkeypatch):
     assert "`results/demo/b.png` is not in this checkout" in out  # missing: said so
 
 
+#: The modules whose public names must each be documented and rendered in the API reference.
+DOCUMENTED_MODULES = ("flows", "flows.models", "flows.plugin", "reduced")
+
+
+def _public_names(module_name: str) -> list[str]:
+    """A module's public names: its `__all__`, else what its `__init__.py` re-exports
+    explicitly (`from ._x import name as name`)."""
+    module = importlib.import_module(module_name)
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return list(names)
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    return [
+        alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name
+    ]
+
+
+@pytest.mark.parametrize("module_name", DOCUMENTED_MODULES)
+def test_public_names_have_docstrings(module_name):
+    griffe = pytest.importorskip("griffe", reason="the `docs` extra is not installed")
+    comments = _docs_module("_griffe_comments.py", needs="griffe")
+    package = griffe.load(
+        module_name.split(".")[0],
+        search_paths=[ROOT],
+        extensions=griffe.load_extensions(comments.CommentDocstrings),
+        resolve_aliases=True,
+        resolve_external=False,
+    )
+    module = package[module_name.split(".", 1)[1]] if "." in module_name else package
+    names = _public_names(module_name)
+    assert names, module_name
+    undocumented = []
+    for name in names:
+        obj = module[name]
+        obj = obj.final_target if obj.is_alias else obj
+        if not (obj.docstring and obj.docstring.value.strip()):
+            undocumented.append(name)
+    assert not undocumented, (
+        f"public names of {module_name} without documentation (a docstring; for a constant "
+        f"a `#:` comment block directly above it): {undocumented}"
+    )
+
+
+def test_comment_docstrings():
+    comments = _docs_module("_griffe_comments.py", needs="griffe")
+    lines = ["# not documentation", "#: The first", "#:", "#:  indented", "X = 1", "Y = 2"]
+    assert comments.comment_docstring(lines, 5) == "The first\n\n indented"
+    assert comments.comment_docstring(lines, 6) is None  # the block belongs to X
+    assert comments.comment_docstring(["# plain comment", "Z = 3"], 2) is None
+
+
+def _cli_nav() -> set[str]:
+    """The pages the nav lists under "Command line" (mkdocs.yml)."""
+    from mkdocs.utils.yaml import yaml_load
+
+    nav = yaml_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    section = next(e["Command line"] for e in nav if isinstance(e, dict) and "Command line" in e)
+    return {next(iter(e.values())) if isinstance(e, dict) else e for e in section}
+
+
+def _unlisted(pages: dict[str, str]) -> list[str]:
+    return sorted(set(pages) - _cli_nav())
+
+
+def test_every_command_has_a_page():
+    cli = _docs_module("_cli_pages.py")
+    parser = cli.build_parser()
+    commands = cli.subcommands(parser)
+    assert {"check", "simulate", "sweep", "derive"} <= set(commands)
+    pages = cli.pages(parser)
+    for name in commands:
+        page = pages.get(f"cli/{name}.md", "")
+        assert f"usage: flows {name} [-h]" in page, f"`flows {name}` has no generated page"
+    # each experiment's own flags, under `flows simulate <experiment>`
+    assert "## flows simulate multistage\n" in pages["cli/simulate.md"]
+    assert "usage: flows simulate multistage" in pages["cli/simulate.md"]
+    unlisted = _unlisted(pages)
+    assert not unlisted, f'list these pages in mkdocs.yml\'s nav under "Command line": {unlisted}'
+    assert _cli_nav() <= set(pages), "the nav lists a command page that is not generated"
+
+
+def test_a_new_command_gets_a_page():
+    # what the test above catches: a command added to the parser gets its page generated,
+    # and until the nav lists it, it is named
+    cli = _docs_module("_cli_pages.py")
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    new = sub.add_parser("plot", help="draw a saved run")
+    new.add_argument("--out", help="output folder")
+    pages = cli.pages(parser)
+    assert "usage: flows plot [-h] [--out OUT]" in pages["cli/plot.md"]
+    assert "Draw a saved run." in pages["cli/plot.md"]
+    assert "[`flows plot`](plot.md)" in pages["cli/index.md"]
+    assert _unlisted(pages) == ["cli/plot.md"]
+
+
 def test_mkdocs_build_strict(tmp_path):
     for module in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python"):
         if importlib.util.find_spec(module.split(".")[0]) is None or (
@@ -176,3 +291,37 @@ def test_mkdocs_build_strict(tmp_path):
     # findings come from the long-form text (docs/_sections.md)
     multistage = (site / "papers" / "multistage" / "index.html").read_text(encoding="utf-8")
     assert "lower bound (60)" in multistage
+    # every public name has its own entry in the API reference, with its text (a constant's
+    # `#:` comment included)
+    ids: set[str] = set()
+    for page in (site / "api").rglob("index.html"):
+        ids.update(re.findall(r'\bid="([^"]+)"', page.read_text(encoding="utf-8")))
+    missing = [
+        f"{m}.{name}"
+        for m in DOCUMENTED_MODULES
+        for name in _public_names(m)
+        if not isinstance(getattr(importlib.import_module(m), name), types.ModuleType)
+        and f"{m}.{name}" not in ids
+    ]
+    assert not missing, f"public names without an entry in docs/api/*.md (`::: NAME`): {missing}"
+    assert "Cap on h·ρ for the first step" in api  # flows.FIRST_STEP_STABILITY's `#:` comment
+    # one page per command, generated from the parser
+    for name in ("check", "simulate", "sweep", "derive"):
+        page = (site / "cli" / name / "index.html").read_text(encoding="utf-8")
+        assert f"usage: flows {name} [-h]" in page, name
+    # search is built (its index holds the generated pages too)
+    assert "usage: flows sweep" in (site / "search" / "search_index.json").read_text("utf-8")
+    # offline: no page loads a script, stylesheet, font or image from another host
+    remote = re.compile(
+        r"<(?:script|link|img|iframe|source)\b[^>]*?\b(?:src|href)=[\"']?(?:https?:)?//[^>]*>",
+        re.I,
+    )
+    loads = {
+        p.relative_to(site).as_posix(): m.group(0)
+        for p in site.rglob("*.html")
+        if (m := remote.search(p.read_text(encoding="utf-8")))
+    }
+    assert not loads, f"pages load from another host: {loads}"
+    for css in site.rglob("*.css"):
+        text = css.read_text(encoding="utf-8")
+        assert not re.search(r"@import|url\(\s*[\"']?(?:https?:)?//", text), css

@@ -207,9 +207,12 @@ def initial_step(fn, t0, y0, *, rtol, atol, order: int, rho, stability: float | 
 
 #: Longest first step the toolkit chooses (clock units).
 FIRST_STEP_MAX = 0.01
-#: Real stability bound used to cap the toolkit's first step for the classical explicit
-#: solvers (Tsit5 ≈ 3.3, Dopri5 ≈ 3.3, Dopri8 ≈ 6: 2 leaves a margin for a ρ estimated
-#: from below). Stabilized and implicit solvers: no cap.
+#: Cap on h·ρ for the first step the toolkit chooses with a classical explicit solver
+#: (Tsit5, Dopri5, Dopri8): h₀ ≤ `FIRST_STEP_STABILITY`/ρ, ρ the spectral radius of the
+#: Hessian at θ(0) (`spectral_radius`), passed to `initial_step` as `stability`. Their
+#: real stability intervals reach about −3.3 (Tsit5, Dopri5) and −6 (Dopri8); 2 leaves a
+#: margin for a ρ estimated from below. Stabilized and implicit solvers: no cap. Later
+#: steps are the step-size controller's.
 FIRST_STEP_STABILITY = 2.0
 
 
