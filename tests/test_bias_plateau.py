@@ -277,6 +277,35 @@ def test_check_helpers_can_fail():
     assert ex.check_trend(up, increasing=False, tol=0.05, claim="c", name="r").verdict == "fails"
 
 
+def test_trend_rows_by_gd_get_eta_error_bars():
+    """A trend measured at η, η/2, η/4: its end-to-end change extrapolated to η → 0
+    (`richardson`), the error of the value judged at η/4 beside it; a verdict whose margin
+    lies inside that error is undecided (numerical), a clear one keeps its verdict."""
+    from flows.experiments.bias_plateau.trend_eta import eta_error_bars
+
+    def row(last):  # end-to-end change = last − 0.1, seed spread 0.02 (tolerance 0.05)
+        stats = [(3, 0.1, 0.01, 3), (4, (0.1 + last) / 2, 0.01, 3), (5, last, 0.01, 3)]
+        return ex.check_trend(stats, increasing=True, tol=0.05, claim="c", name="r")
+
+    etas = [0.04, 0.02, 0.01]
+    # clear: change 0.30, 0.25, 0.225 → 0.2 at η → 0 (first order), margin 0.175
+    clear = [row(0.4), row(0.35), row(0.325)]
+    (c,) = eta_error_bars([clear[-1]], [[r] for r in clear], etas, 0.05)
+    assert c.verdict == "holds" and c.values["eta0"] == pytest.approx(0.2)
+    assert c.error == pytest.approx(0.025, rel=1e-6)  # |0.225 − 0.2| + 0 (exact order 1)
+    assert "η → 0: 0.2" in c.reason
+    # close: change 0.10, 0.07, 0.055 → 0.04 at η → 0; judged 0.055 against 0.05 with an
+    # error of 0.015: holds at η/4 only by GD's own error
+    close = [row(0.2), row(0.17), row(0.155)]
+    assert close[-1].verdict == "holds"
+    (c,) = eta_error_bars([close[-1]], [[r] for r in close], etas, 0.05)
+    assert c.verdict == "undecided (numerical)" and "inside GD's numerical error" in c.reason
+    # a row another η lacks is returned as it was
+    assert eta_error_bars([close[-1]], [close[:1], close[1:2], []], etas, 0.05) == [close[-1]]
+    with pytest.raises(ValueError, match="one list of rows per η"):
+        eta_error_bars([close[-1]], [close], etas, 0.05)
+
+
 TINY = ex.Config(
     k=3,
     d=4,

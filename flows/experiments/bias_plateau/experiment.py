@@ -56,6 +56,7 @@ from .runs import (
 )
 from .sweep import MAX_DEPTH
 from .trend_checks import trend_checks
+from .trend_eta import eta_error_bars
 
 __all__ = ["run", "BiasPlateauExperiment", "EXPERIMENT"]
 
@@ -89,7 +90,13 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     fine_rows: list[dict] = []
     if cfg.sweep_method == "gd":  # the trends by GD: rerun at η/4, verdicts must agree
         fine_rows = trend_sweep(cfg, progress=progress, learning_rate=cfg.gd_lr / ETA_FACTOR)
-        t_checks = merge_trend_eta(t_checks, trend_checks(fine_rows, cfg), cfg.gd_lr)
+        fine_checks = trend_checks(fine_rows, cfg)
+        merged = merge_trend_eta(t_checks, fine_checks, cfg.gd_lr)
+        # and halfway (η/2): each row's number extrapolated to η → 0, its error bar
+        etas = [cfg.gd_lr, cfg.gd_lr / ETA_FACTOR**0.5, cfg.gd_lr / ETA_FACTOR]
+        mid_rows = trend_sweep(cfg, progress=progress, learning_rate=etas[1])
+        runs = [t_checks, trend_checks(mid_rows, cfg), fine_checks]
+        t_checks = eta_error_bars(merged, runs, etas, cfg.trend_tol)
     checks = EXPERIMENT.annotate(checks + t_checks, cfg)
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
