@@ -166,6 +166,12 @@ def test_closed_form_and_half_times_fail_from_a_perturbed_init(quick):
     b = dlx.check_half_times(moved, theory, cfg.rtol, cfg.tol_factor)
     assert dlx.check_half_times(exact, theory, cfg.rtol, cfg.tol_factor).verdict == "holds"
     assert b.verdict == "fails", b
+    # each row states where its verdict flips in tol_factor, and it does flip there
+    for check in (dlx.check_closed_form, dlx.check_half_times):
+        flip = check(moved, theory, cfg.rtol, cfg.tol_factor).critical[0]
+        assert flip.name == "tol_factor" and flip.default == cfg.tol_factor > 0
+        assert check(moved, theory, cfg.rtol, flip.value * 1.001).verdict == "holds"
+        assert check(moved, theory, cfg.rtol, flip.value * 0.999).verdict == "fails"
 
 
 def test_balancedness_fails_for_gradient_descent(quick):
@@ -181,6 +187,9 @@ def test_balancedness_fails_for_gradient_descent(quick):
     assert dlx.check_balancedness({"flow": flow}, cfg.rtol, cfg.tol_factor).verdict == "holds"
     c = dlx.check_balancedness({"gd": gd}, cfg.rtol, cfg.tol_factor)
     assert c.verdict == "fails", c
+    flip = c.critical[0].value  # GD's drift would pass with this tol_factor, not below it
+    assert dlx.check_balancedness({"gd": gd}, cfg.rtol, flip * 1.001).verdict == "holds"
+    assert dlx.check_balancedness({"gd": gd}, cfg.rtol, flip * 0.999).verdict == "fails"
 
 
 def test_mode_order_can_fail_and_needs_equal_strengths():

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from flows import Check, ConfigError, plugin
-from flows.claims import Reference, Trend
+from flows.claims import Reference, Trend, with_error_bars
 from flows.models.deep import DEEP_ACTIVATIONS
 from flows.plugin import ETA_FACTOR, Flag, as_int, grid_type, merge_eta
 
@@ -75,8 +75,12 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     start = time.perf_counter()
     if progress:
         print(f"[{NAME}] r-homogeneous example: k={cfg.k}, r={cfg.r}, δ={cfg.delta}", flush=True)
-    main = run_homogeneous(cfg)
+    main = run_homogeneous(cfg, global_error=True)
     checks = homogeneous_checks(main, cfg)
+    ge = main.traj.global_error
+    if main.companion is not None and ge is not None:  # error bars on the tolerance rows
+        twin = homogeneous_checks(main.companion, cfg)
+        checks = with_error_bars(checks, twin, f"companion solve at rtol/{ge.factor:g}")
     rows = homogeneous_sweep(cfg, progress=progress)
     checks.append(check_homogeneous_sweep(rows, cfg))
     if progress:

@@ -105,6 +105,8 @@ class HomogeneousRun:
     t_cross_red: np.ndarray
     applicable: bool
     reason: str
+    #: the same run's companion solve at tolerances 10× tighter (`global_error=True`)
+    companion: HomogeneousRun | None = None
 
 
 def homogeneous_horizon(w0, cfg: Config) -> float:
@@ -130,9 +132,10 @@ def homogeneous_horizon(w0, cfg: Config) -> float:
 
 
 def run_homogeneous(
-    cfg: Config, *, k: int | None = None, seed: int | None = None
+    cfg: Config, *, k: int | None = None, seed: int | None = None, global_error: bool = False
 ) -> HomogeneousRun:
-    """Integrate §4's example (exact flow) and the reduced tensor-power ODE from its W_ii(0)."""
+    """Integrate §4's example (exact flow) and the reduced tensor-power ODE from its W_ii(0);
+    `global_error`: also its companion solve at tolerances 10× tighter (`companion`)."""
     k = cfg.k if k is None else k
     seed = cfg.seed if seed is None else seed
     data = orthogonal_data(k=k, n_per_class=cfg.n_per_class, d=cfg.d, sigma=cfg.sigma, seed=seed)
@@ -161,26 +164,35 @@ def run_homogeneous(
         atol=cfg.atol,
         observables=homogeneous_observables,
         save_params="ends",
+        global_error=global_error,
     )
     traj.config["experiment"] = {"name": NAME, "part": "homogeneous", "k": k, "seed": seed}
-    if cfg.r >= 3:
-        w_red, b_red = reduced_trajectory(w0, cfg.r, k, traj.times)
-    else:
-        w_red = b_red = np.full((len(traj.times), k), np.nan)
-    o = traj.observables
-    return HomogeneousRun(
-        k=k,
-        seed=seed,
-        w0=w0,
-        traj=traj,
-        w_red=w_red,
-        b_red=b_red,
-        t_learned=learned_times(traj.times, o["class_min_prob"], cfg.learned_prob),
-        t_cross=crossing_times(traj.times, o["W_diag"], cfg.r),
-        t_cross_red=crossing_times(traj.times, w_red, cfg.r),
-        applicable=not reasons,
-        reason="; ".join(reasons),
-    )
+
+    def derived(tr: Trajectory) -> HomogeneousRun:
+        if cfg.r >= 3:
+            w_red, b_red = reduced_trajectory(w0, cfg.r, k, tr.times)
+        else:
+            w_red = b_red = np.full((len(tr.times), k), np.nan)
+        o = tr.observables
+        return HomogeneousRun(
+            k=k,
+            seed=seed,
+            w0=w0,
+            traj=tr,
+            w_red=w_red,
+            b_red=b_red,
+            t_learned=learned_times(tr.times, o["class_min_prob"], cfg.learned_prob),
+            t_cross=crossing_times(tr.times, o["W_diag"], cfg.r),
+            t_cross_red=crossing_times(tr.times, w_red, cfg.r),
+            applicable=not reasons,
+            reason="; ".join(reasons),
+        )
+
+    run = derived(traj)
+    ge = traj.global_error
+    if ge is not None and ge.companion is not None:
+        run.companion = derived(ge.companion)
+    return run
 
 
 def homogeneous_sweep(cfg: Config, *, progress: bool = False) -> list[dict]:

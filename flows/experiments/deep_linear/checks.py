@@ -10,11 +10,13 @@ relative perturbation of a mode strength does not grow along u̇ = 2u(s − u)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from flows import Check, Trajectory
+from flows.claims import Flip, flips_at
 
 from .observables import Theory, crossing_times, mode_strengths
 
@@ -103,7 +105,7 @@ def check_closed_form(traj: Trajectory, theory: Theory, rtol: float, tol_factor:
     denom = np.maximum(loss_hat, LOSS_FLOOR * loss_hat[0])
     e_loss = float(np.max(np.abs(np.asarray(traj.loss) - loss_hat) / denom))
     worst = max(e_prod, e_w1, e_w2, e_loss)
-    return Check.compare(
+    check = Check.compare(
         claim,
         source,
         holds=worst <= tol,
@@ -121,6 +123,8 @@ def check_closed_form(traj: Trajectory, theory: Theory, rtol: float, tol_factor:
         reason=f"loss error relative to max(L̂(t), {LOSS_FLOOR:g}·L̂(0)); the flow's "
         "measured error is a few rtol, the tolerance allows tol_factor·rtol",
     )
+    flip = flips_at("tol_factor", worst / rtol, at_least=True, default=tol_factor)
+    return dataclasses.replace(check, critical=(flip,))
 
 
 def half_time_tolerance(s, rtol: float, tol_factor: float, spacing: float) -> np.ndarray:
@@ -155,7 +159,7 @@ def check_half_times(traj: Trajectory, theory: Theory, rtol: float, tol_factor: 
     ratio = np.where(usable, dev / tol, 0.0)
     worst = float(np.max(np.where(np.isfinite(ratio), ratio, np.inf)))
     skipped = [str(a + 1) for a in np.flatnonzero(~usable)]
-    return Check.compare(
+    check = Check.compare(
         claim,
         source,
         holds=worst <= 1.0,
@@ -174,6 +178,11 @@ def check_half_times(traj: Trajectory, theory: Theory, rtol: float, tol_factor: 
             + (f"; modes {', '.join(skipped)} not judged (not reached by t1)" if skipped else "")
         ),
     )
+    # the solver part of the tolerance scales with tol_factor; the interpolation part not
+    interp = tol - tol_factor * rtol / s
+    need = np.where(usable, (dev - interp) * s / rtol, -np.inf)
+    flip = flips_at("tol_factor", max(float(np.max(need)), 0.0), at_least=True, default=tol_factor)
+    return dataclasses.replace(check, critical=(flip,))
 
 
 def check_balancedness(runs: dict[str, Trajectory], rtol: float, tol_factor: float) -> Check:
@@ -187,12 +196,13 @@ def check_balancedness(runs: dict[str, Trajectory], rtol: float, tol_factor: flo
     """
     claim = "W₁W₁ᵀ − W₂ᵀW₂ conserved along the flow (any init)"
     source = f"{SOURCE}, conservation law"
-    parts, values, ok = [], {}, True
+    parts, values, ok, need = [], {}, True, 0.0
     for label, traj in runs.items():
         drift = float(np.max(traj.observables["balance_drift"]))
         scale = float(np.max(traj.observables["weight_norm_sq"]))
         tol = 2 * tol_factor * rtol * scale
         ok &= drift <= tol
+        need = max(need, drift / (2 * rtol * scale))
         parts.append(f"{label} {drift:.2g} (tol {tol:.2g})")
         values[f"{label}_drift"] = drift
         values[f"{label}_tolerance"] = tol
@@ -204,6 +214,7 @@ def check_balancedness(runs: dict[str, Trajectory], rtol: float, tol_factor: flo
         measured="; ".join(parts),
         values=values,
         reason="entrywise drift of B = W₁W₁ᵀ − W₂ᵀW₂ from its initial value",
+        critical=(flips_at("tol_factor", need, at_least=True, default=tol_factor),),
     )
 
 
@@ -305,8 +316,14 @@ def check_random_init(
     flip = next((f for f in candidates if f >= 1 and holds_at(f)), math.inf)
     reach = float(np.max(reach_i))
     critical = (
-        f"holds for {flip:.4g} ≤ factor ≤ {reach:.4g} (above: not applicable, the run ends "
-        "before factor·t½ of every mode)"
+        Flip(
+            f"holds for {flip:.4g} ≤ factor ≤ {reach:.4g} (above: not applicable, the run "
+            "ends before factor·t½ of every mode)",
+            "factor",
+            flip,
+            True,
+            factor,
+        )
         if flip <= reach
         else "holds for no factor",
     )

@@ -30,7 +30,7 @@ from flows import (
     simulate,
     squared_error,
 )
-from flows.claims import Reference, Trend
+from flows.claims import Reference, Trend, with_error_bars
 from flows.plugin import Flag, check_memory
 
 from ..base import (
@@ -107,10 +107,12 @@ def run_flow(
     save_params: str = "all",
     max_steps: int = 200_000,
     progress: bool = False,
+    global_error: bool = False,
 ) -> Trajectory:
     """The exact gradient flow of the averaged loss from the `init` ('balanced': aligned
     with the SVD of Σ_yx, every mode at strength u0; 'random': i.i.d. N(0, 2u0/h) weights
-    drawn from `cfg.seed`), or from `theta0` when given."""
+    drawn from `cfg.seed`), or from `theta0` when given; `global_error`: with its companion
+    solve at tolerances 10× tighter (`flows.simulate`)."""
     _memory(cfg, save_params)
     model = TwoLayerLinear(d_in=cfg.d_in, h=cfg.h, d_out=cfg.d_out, init_std=cfg.init_std)
     if theta0 is None and init == "balanced":
@@ -127,6 +129,7 @@ def run_flow(
         save_params=save_params,
         max_steps=max_steps,
         progress=progress,
+        global_error=global_error,
     )
     traj.config["experiment"] = {"name": NAME, "init": init, **dataclasses.asdict(cfg)}
     return traj
@@ -177,9 +180,15 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
         )
     data = make_data(cfg)
     theory = Theory.of(data, cfg.h, cfg.u0)
-    balanced = run_flow(cfg, data, "balanced")
-    random = run_flow(cfg, data, "random")
+    # both runs with their companion solves (tolerances 10× tighter): the tolerance rows
+    # get their flip points' numerical error bars
+    balanced = run_flow(cfg, data, "balanced", global_error=True)
+    random = run_flow(cfg, data, "random", global_error=True)
     checks, table = check_runs(cfg, theory, balanced, random)
+    ge_b, ge_r = balanced.global_error, random.global_error
+    if ge_b and ge_r and ge_b.companion and ge_r.companion:
+        twin, _ = check_runs(cfg, theory, ge_b.companion, ge_r.companion)
+        checks = with_error_bars(checks, twin, f"companion solve at rtol/{ge_b.factor:g}")
     checks = EXPERIMENT.annotate(checks, cfg)
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
