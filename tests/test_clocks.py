@@ -153,6 +153,7 @@ def test_loss_clock_refuses_what_it_cannot_do(teacher):
 # --- solvers as objects -----------------------------------------------------------------
 
 
+@pytest.mark.e2e  # solver objects against names, array for array: ~10 s cold
 def test_solver_objects_equal_their_names(small):
     kw = dict(t1=6.0, rtol=1e-7, atol=1e-10, n_save=5)
     for name, obj in (

@@ -6,6 +6,7 @@ import io
 import re
 
 import pytest
+from _matrix import default_and_ci
 
 import flows
 from flows._progress import Bar
@@ -21,7 +22,7 @@ def small():
 LINE = re.compile(r"flows: +(\d+)% · t = (\S+) of (\S+), (\d+) steps \((\d+) rejected\) · \S+ s")
 
 
-@pytest.mark.parametrize("clock", ["physical", "log"])
+@pytest.mark.parametrize("clock", default_and_ci(["physical", "log"], default=["physical"]))
 def test_plain_lines_report_the_solves_own_counts(small, capsys, clock):
     t1 = 200.0 if clock == "physical" else 1e4
     traj = flows.simulate(small, t1=t1, rtol=1e-8, n_save=3, clock=clock, progress=True)

@@ -137,6 +137,7 @@ def test_eval_counts_of_a_step():
     assert int(c["vf_evals"]) == 1 + 5
 
 
+@pytest.mark.e2e  # ROCK4 through simulate: ~13 s cold (its stages are tested as units)
 def test_simulate_rock4():
     """`simulate(solver='rock4')` agrees with a tight reference on the small multi-stage
     problem and records its own counts."""

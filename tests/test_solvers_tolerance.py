@@ -331,6 +331,7 @@ def test_solver_and_controller_measure_the_same_norm():
         _error_norm(err, y0, y1, (rtol, atol), "l2")
 
 
+@pytest.mark.e2e  # a program per error norm: ~15 s cold
 def test_error_norm_setting_default_unchanged_and_recorded():
     """`simulate(error_norm=...)`: omitted and 'rms' give the bit-identical trajectory, with
     the PID controller and solver objects built exactly as before the option existed;

@@ -475,6 +475,7 @@ def test_config_round_trip_and_solver_method_refusal():
         msweep.SweepConfig.from_dict({**d, "solver_method": "RKC2"})
 
 
+@pytest.mark.e2e  # a sweep per error norm: ~12 s cold
 def test_error_norm_is_a_sweep_setting(reference, tmp_path):
     """`error_norm` reaches every point (its config, the combined attributes), is part of
     the manifest: a folder computed with 'rms' is refused with 'max' and vice versa, and a
