@@ -73,6 +73,7 @@ def test_clock_objects_and_names():
         flows.simulate(_teacher(), t1=1.0, clock=flows.LogClock)  # the class, not an object
 
 
+@pytest.mark.e2e  # clock objects against names, array for array: ~7 s cold
 def test_clock_object_equals_its_name(small):
     for clock in ("physical", "log"):
         obj = {"physical": flows.PhysicalClock(), "log": flows.LogClock()}[clock]

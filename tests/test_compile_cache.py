@@ -236,6 +236,7 @@ def test_an_unusable_folder_turns_the_cache_off_with_one_warning(tmp_path):
     assert "FLOWS_NO_CACHE" in str(w.message)
 
 
+@pytest.mark.e2e  # a fresh process: ~7 s
 def test_cli_warns_in_one_line_and_runs_on_when_the_cache_folder_is_unusable(
     tmp_path, monkeypatch, capsys
 ):

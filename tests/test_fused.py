@@ -185,6 +185,7 @@ def test_stop_with_the_log_clock_uses_physical_time(small):
     assert tr.times[-1] == pytest.approx(3.0, rel=1e-8)
 
 
+@pytest.mark.e2e  # a float32 program: ~10 s cold
 def test_float32_refuses_rtol_it_cannot_meet():
     _, f32 = _problems(3, 2, "tanh", False, dtype="float32")
     with pytest.raises(flows.ConfigError, match="rtol = 1e-07.*float32.*dtype='float64'"):

@@ -285,6 +285,7 @@ def test_loss_clock_reaches_late_times():
 _ = eqx
 
 
+@pytest.mark.e2e  # ~7 s cold
 def test_simulate_warns_on_kinks_and_says_so_in_the_config():
     data = flows.from_arrays(np.array([[1.0], [-1.0]]), np.array([1.0, -1.0]))
     pb = flows.make_problem(LeakyReLUNet(k=1, d=1), data, loss_fn=logistic)

@@ -98,6 +98,7 @@ def test_log_clock_matches_physical_clock(small):
     assert np.max(logc.observables["energy_residual"]) <= 1e-6 * logc.loss[0]
 
 
+@pytest.mark.e2e  # a program per save mode: ~11 s cold
 def test_save_params_modes(small):
     for mode, count in (("all", 11), ("ends", 2), ("none", 0)):
         tr = flows.simulate(small, t1=1.0, n_save=11, save_params=mode)

@@ -26,6 +26,7 @@ def _quartic_problem(d=20, c=1e4, seed=0):
     )
 
 
+@pytest.mark.e2e  # ~11 s cold
 def test_first_step_is_chosen_from_the_spectral_radius():
     """Quartic flow, ρ(θ(0)) ≈ 2.4e6: with diffrax's start (dt0 = 0.01, what `dt0=None` gave
     with diffrax 0.7.2, whose heuristic skips wrapped terms) Tsit5's first step overflows and

@@ -121,7 +121,11 @@ def test_eserk4_stage_cap_does_not_split_very_stiff_steps():
 
 @pytest.mark.parametrize(
     ("solver", "problems"),
-    [("tsit5", ("heat", "brusselator")), ("kvaerno5", ("heat", "quartic", "multistage"))],
+    default_and_ci(
+        [("tsit5", ("heat", "brusselator")), ("kvaerno5", ("heat", "quartic", "multistage"))],
+        default=[("tsit5", ("heat", "brusselator"))],
+        unpack=True,
+    ),
 )
 def test_classical_solvers_honour_tolerance(solver, problems):
     """Tsit5 (explicit, local extrapolation) on the heat equation and the Brusselator, and
@@ -191,6 +195,7 @@ def test_kvaerno5_stops_on_the_correction_where_diffrax_chord_over_delivers():
     assert default[0]["vf_evals"] > 3 * ours[1]["vf_evals"], (default, ours)
 
 
+@pytest.mark.e2e  # two implicit programs: ~13 s cold
 def test_matrix_free_kvaerno5_matches_dense_and_follows_rtol():
     """'kvaerno5-cg' (Newton with CG on Hessian-vector products, no dense Jacobian): on the
     heat equation it takes the same steps as the dense Kvaerno5 (Newton with LU) to 1e-9

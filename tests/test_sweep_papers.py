@@ -104,6 +104,7 @@ def bp_sweep(tmp_path_factory):
     return bps.plateau_sweep(out, **BP_GRID, **BP_SETTINGS, progress=False)
 
 
+@pytest.mark.e2e  # a paper sweep, interrupted and resumed: ~9 s cold
 def test_bias_plateau_sweep_layout_and_resume(bp_sweep, monkeypatch, capsys):
     res = bp_sweep
     assert res.ok and res.n_run == 2 and res.figure.stat().st_size > 10_000
