@@ -534,7 +534,9 @@ class Limit:
             verdict,
             reason="; ".join(reasons),
             assumptions=self.assumptions,
-            values=base | {"exponent": p, "exponent_ci": [plo, phi]},
+            values=base
+            | {"exponent": p, "exponent_ci": [plo, phi]}
+            | ({"rate_bound_exponent": float(self.predicted_exponent)} if self.rate_bound else {}),  # type: ignore[arg-type]
             kind="limit",
             margin=-phi,
             hypotheses=tuple(hyps),
@@ -642,6 +644,9 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
     for c in checks:
         twins = by_key.get((c.claim, c.source))
         other = twins.pop(0) if twins else None
+        if other is not None and c.kind == "limit":
+            out.append(_limit_error_bars(c, other, how))
+            continue
         if other is not None and c.margin is None:
             out.append(_tolerance_error_bars(c, other, how))
             continue
@@ -668,6 +673,51 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
             )
         out.append(dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values))
     return out
+
+
+def _limit_error_bars(c: Check, other: Check, how: str) -> Check:
+    """`with_error_bars` for a `Limit` row: the error bar of its fitted rate is the largest
+    change of the rate or of an end of its confidence interval on the companion; a `holds`
+    or `fails` decided by an end of the interval closer to its threshold than that becomes
+    `undecided (numerical)`."""
+    p, ci = c.values.get("exponent"), c.values.get("exponent_ci")
+    q, cj = other.values.get("exponent"), other.values.get("exponent_ci")
+    try:
+        ends = [float(p), float(ci[0]), float(ci[1])]  # type: ignore[arg-type,index]
+        twin = [float(q), float(cj[0]), float(cj[1])]  # type: ignore[arg-type,index]
+    except (TypeError, ValueError, IndexError):
+        ends = twin = []
+    diffs = [abs(a - b) for a, b in zip(ends, twin, strict=True)]
+    if not diffs or not all(math.isfinite(d) for d in diffs):
+        if c.verdict == other.verdict or c.verdict not in (HOLDS, FAILS):
+            return c
+        reason = (
+            f"the verdict is {other.verdict!r} on the companion ({how}): decide with a tighter rtol"
+        )
+        return dataclasses.replace(c, verdict=UNDECIDED, reason=f"{reason}; {c.reason}")
+    err = max(diffs)
+    values = c.values | {"error": err, "error_how": how}
+    verdict, reason = c.verdict, c.reason
+    # the ends of the CI that decided (see `Limit`): holds needs the upper end below 0 (and,
+    # for a claimed rate p*, the lower end at or below p*); fails is the lower end above p*
+    # (or at or above 0)
+    ps = c.values.get("rate_bound_exponent")
+    lo, hi = ends[1], ends[2]
+    if verdict == HOLDS:
+        gaps = [(hi, 0.0)] + ([(lo, float(ps))] if ps is not None else [])
+    else:
+        gaps = [(lo, min(0.0, float(ps)) if ps is not None else 0.0)]
+    close = [(e, t) for e, t in gaps if abs(e - t) <= err]
+    if verdict in (HOLDS, FAILS) and (close or other.verdict != c.verdict):
+        why = (
+            f"the rate's CI end {close[0][0]:.3g} is within the numerical error ±{err:.2g} "
+            f"of {close[0][1]:.3g}"
+            if close
+            else f"the verdict is {other.verdict!r} on the companion"
+        )
+        verdict = UNDECIDED
+        reason = f"{why} ({how}): decide with a tighter rtol" + (f"; {reason}" if reason else "")
+    return dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values)
 
 
 def _tolerance_error_bars(c: Check, other: Check, how: str) -> Check:

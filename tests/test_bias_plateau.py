@@ -306,6 +306,40 @@ def test_trend_rows_by_gd_get_eta_error_bars():
         eta_error_bars([close[-1]], [close], etas, 0.05)
 
 
+def test_bias_row_gets_eta_error_bars_on_both_conditions():
+    """The bias row holds when the drop (with − without) exceeds max(seed spread, tol) and
+    the plateau without bias is at most half the one with it: each condition gets its own
+    η → 0 error bar, and either one inside its error makes the row undecided."""
+    from flows import Check
+    from flows.experiments.bias_plateau.trend_eta import eta_error_bars
+
+    def row(with_b, without):
+        drop, spread = with_b - without, 0.02
+        return Check.compare(
+            "bias row",
+            "s",
+            holds=drop > max(0.05, spread) and without <= 0.5 * with_b,
+            predicted="",
+            measured="",
+            values={"with_bias": with_b, "without_bias": without, "spread": spread},
+        )
+
+    etas = [0.04, 0.02, 0.01]
+    # the drop is clear (0.17 against 0.05) but 'without ≤ half with' clears by only
+    # 0.3/2 − 0.13 = 0.02 while 'without' moves 0.22 → 0.16 → 0.13 (→ 0.1 at η → 0, first
+    # order): its error 0.03
+    rows = [row(0.3, 0.22), row(0.3, 0.16), row(0.3, 0.13)]
+    assert [r.verdict for r in rows] == ["fails", "fails", "holds"]
+    (c,) = eta_error_bars([rows[-1]], [[r] for r in rows], etas, 0.05)
+    assert c.verdict == "undecided (numerical)" and "of the half" in c.reason
+    assert c.values["conditions"]["half"]["error"] == pytest.approx(0.03, rel=1e-6)
+    assert c.values["conditions"]["drop"]["eta0"] == pytest.approx(0.2)
+    # both conditions clear by more than their errors: holds
+    clear = [row(0.5, 0.1), row(0.5, 0.1), row(0.5, 0.1)]
+    (c,) = eta_error_bars([clear[-1]], [[r] for r in clear], etas, 0.05)
+    assert c.verdict == "holds" and c.values["conditions"]["half"]["value"] == pytest.approx(0.15)
+
+
 TINY = ex.Config(
     k=3,
     d=4,
@@ -341,6 +375,37 @@ def test_homogeneous_checks_at_tiny_config():
     low = ex.run_homogeneous(dataclasses.replace(TINY, r=2, delta=0.5))
     na = [c for c in ex.homogeneous_checks(low, TINY) if c.verdict == "not applicable"]
     assert len(na) == 6 and "r = 2 < 3" in na[0].reason
+
+
+def test_homogeneous_sweep_row_weighs_each_margin_against_its_error():
+    """The k × seeds row: every run's three claims with their margins and numerical errors
+    (companion solve); a margin inside its error makes the row undecided (numerical), a
+    failing run makes it fail regardless, and the off-diagonal constant's flip point is
+    the largest max|W_ij|/δ over the runs."""
+    cfg = dataclasses.replace(ex.default_config(quick=True), offdiag_c=5.0, delta=0.01)
+
+    def row(k, seed, margins, errors, numerical=(), **verdicts):
+        v = {"order": "holds", "top_bias": "holds", "offdiag": "holds"} | verdicts
+        return {"k": k, "seed": seed, "applicable": True, "reason": "", "margins": margins,
+                "errors": errors, "numerical": list(numerical)} | v  # fmt: skip
+
+    m = {"order": 0.6, "top_bias": 2.6, "offdiag": 0.02}  # max|W_ij| = 0.03 = 3δ
+    e = {"order": 0.0, "top_bias": 1e-7, "offdiag": 0.0}
+    ok = ex.check_homogeneous_sweep([row(3, 1, m, e), row(4, 1, m | {"offdiag": 0.01}, e)], cfg)
+    assert ok.verdict == "holds" and ok.error == pytest.approx(1e-7)
+    assert "tightest margin: top_bias" in ok.reason
+    assert ok.critical[0] == "holds for offdiag_c ≥ 4"  # 5 − 0.01/0.01
+    shaky = row(5, 2, m | {"top_bias": 1e-8}, e, numerical=("top_bias",))
+    und = ex.check_homogeneous_sweep([row(3, 1, m, e), shaky], cfg)
+    assert und.verdict == "undecided (numerical)" and "(5, 2, 'top_bias')" in und.reason
+    bad = row(4, 3, m | {"order": -0.1}, e, order="fails")
+    out = ex.check_homogeneous_sweep([shaky, bad], cfg)
+    assert out.verdict == "fails" and "failing (k, seed): [(4, 3)]" in out.measured
+    assert "holds for no offdiag_c" in out.critical[0]
+    # a companion that failed: the error bar is reported missing, never zero
+    lost = row(3, 2, m, dict.fromkeys(m, float("nan"))) | {"companion_missing": "max steps"}
+    gone = ex.check_homogeneous_sweep([row(3, 1, m, e), lost], cfg)
+    assert "error bar missing for (k, seed) (3, 2): max steps" in gone.reason
 
 
 @pytest.mark.e2e
@@ -379,6 +444,10 @@ def test_deep_relu_net_runs_by_exact_flow_beside_gd(monkeypatch):
     exact = [r for r in runs if r.method == "nonsmooth"]
     assert len(row) == 1 and row[0].verdict in ("holds", "fails"), row[0]
     assert len(exact) == 1 and exact[0].traj.stats.certificate["ok"]
+    # the exact flows carry their companion solves, and their rows the error bars
+    assert exact[0].companion is not None and runs[0].companion is not None
+    own = [c for c in checks if c.claim.startswith(exact[0].label)]
+    assert any(c.values.get("error_how", "").startswith("companion") for c in own), own
     assert exact[0].traj.times[-1] == pytest.approx(cfg.deep_t1)
     # GD at η, η/2, η/4 extrapolated to η → 0 (Richardson) against the exact flow's L(T):
     # a verdict with an error bar, and the extrapolation at least as close as GD at η/4

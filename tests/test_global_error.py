@@ -124,3 +124,35 @@ def test_tolerance_rows_get_error_bars_on_their_flip_points():
     twin = dataclasses.replace(bare, critical=(flips_at("tol", 1.1e-2, at_least=True),))
     out = with_error_bars([bare], [twin], "companion")[0]
     assert out.verdict == HOLDS and "± 0.001 (numerical)" in out.critical[0]
+
+
+def test_limit_rows_get_error_bars_on_their_rate():
+    """A `Limit` row (a rate with a confidence interval over widths × seeds): its error bar
+    is the largest change of the rate or of a CI end on the companion; a CI end that
+    decided the verdict and lies within it of 0 makes the row undecided."""
+    from flows.claims import Limit
+
+    m = np.array([100.0, 200.0, 400.0, 800.0])
+    rng = np.random.default_rng(2)
+    noise = np.exp(0.02 * rng.standard_normal((4, 3)))
+
+    def row(p):
+        return Limit("q → 0", "toy", m, m[:, None] ** p * noise).judge()
+
+    steep = row(-0.5)
+    assert steep.verdict == HOLDS
+    far = with_error_bars([steep], [row(-0.49)], "companion")[0]
+    assert far.verdict == HOLDS and far.error == pytest.approx(0.01, rel=0.05)
+    assert far.values["error_how"] == "companion"
+    hi = steep.values["exponent_ci"][1]  # the end that decided (< 0)
+    near = with_error_bars([steep], [row(-0.5 - hi * 1.5)], "companion")[0]  # moved past 0
+    assert near.verdict == UNDECIDED and "within the numerical error" in near.reason
+    # fails: the lower end decides
+    grows = row(0.3)
+    assert grows.verdict == FAILS
+    assert with_error_bars([grows], [row(0.31)], "companion")[0].verdict == FAILS
+    lo = grows.values["exponent_ci"][0]
+    assert with_error_bars([grows], [row(0.3 - lo * 1.2)], "companion")[0].verdict == UNDECIDED
+    # a companion that could not fit a rate: undecided only when its verdict differs
+    nan_twin = dataclasses.replace(steep, values=steep.values | {"exponent": float("nan")})
+    assert with_error_bars([steep], [nan_twin], "companion")[0] is steep

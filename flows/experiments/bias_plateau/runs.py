@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from flows import (
+    GLOBAL_ERROR_FACTOR,
     Check,
     ConfigError,
     Dataset,
@@ -22,7 +23,7 @@ from flows import (
     simulate,
     simulate_nonsmooth,
 )
-from flows.claims import Measured, agrees, richardson
+from flows.claims import Measured, agrees, richardson, with_error_bars
 from flows.models.deep import DeepFCN
 from flows.models.homogeneous import Homogeneous
 from flows.plugin import ETA_FACTOR, merge_eta
@@ -196,32 +197,70 @@ def run_homogeneous(
 
 
 def homogeneous_sweep(cfg: Config, *, progress: bool = False) -> list[dict]:
-    """Proposition 1's per-run claims over `sweep_k` × `sweep_seeds`."""
+    """Proposition 1's per-run claims over `sweep_k` × `sweep_seeds`.
+
+    Each run comes with its companion solve at tolerances 10× tighter: per claim, the
+    row records its margin (order: the smallest gap between successive learning times in
+    the predicted order; top bias: the predicted class's lead over the next bias at T;
+    off-diagonals: `offdiag_c`·δ − max |W_ij|) and its numerical error (the margin's change
+    on the companion); a claim whose margin is inside its error, or whose verdict differs
+    on the companion, is listed in `numerical`."""
     rows = []
     for k in cfg.sweep_k:
         for seed in cfg.sweep_seeds:
-            run = run_homogeneous(cfg, k=k, seed=seed)
+            run = run_homogeneous(cfg, k=k, seed=seed, global_error=True)
             row = {"k": k, "seed": seed, "applicable": run.applicable, "reason": run.reason}
             row["w0"] = run.w0.tolist()
             row["t_learned"] = run.t_learned.tolist()
             b_T = run.traj.observables["b"][-1]
             row["b_T"] = b_T.tolist()
             if run.applicable:
-                order = np.asarray(rbp.predicted_learning_order(run.w0))
-                verdicts = {}
-                for name, c in (
-                    ("order", check_learning_order(run.t_learned, order)),
-                    ("top_bias", check_top_bias(b_T, order[-1])),
-                ):
-                    verdicts[name] = c.verdict
-                off = float(np.max(run.traj.observables["offdiag_max"]))
-                verdicts["offdiag"] = "holds" if off <= cfg.offdiag_c * cfg.delta else "fails"
+                verdicts, margins = _sweep_verdicts(run, cfg)
                 row.update(verdicts)
+                row["margins"] = margins
                 row["rank_by_w0"] = np.argsort(np.argsort(-run.w0)).tolist()
+                twin = run.companion
+                if twin is None:
+                    row["errors"] = dict.fromkeys(margins, float("nan"))
+                    row["numerical"] = []
+                    ge = run.traj.global_error
+                    row["companion_missing"] = ge.missing if ge is not None else "not run"
+                else:
+                    t_verdicts, t_margins = _sweep_verdicts(twin, cfg)
+                    row["errors"] = {n: abs(margins[n] - t_margins[n]) for n in margins}
+                    row["numerical"] = [
+                        n
+                        for n in margins
+                        if verdicts[n] in ("holds", "fails")
+                        and verdicts[n] != t_verdicts[n]
+                        or abs(margins[n]) < row["errors"][n]
+                        or not math.isfinite(row["errors"][n])
+                    ]
             rows.append(row)
             if progress:
                 print(f"  [{NAME}] homogeneous k={k} seed={seed}: {row.get('order', 'n/a')}")
     return rows
+
+
+def _sweep_verdicts(run: HomogeneousRun, cfg: Config) -> tuple[dict, dict]:
+    """The three per-run claims of the sweep: verdicts and margins (see `homogeneous_sweep`)."""
+    order = np.asarray(rbp.predicted_learning_order(run.w0))
+    b_T = np.asarray(run.traj.observables["b"][-1], dtype=float)
+    off = float(np.max(run.traj.observables["offdiag_max"]))
+    bound = cfg.offdiag_c * cfg.delta
+    verdicts = {
+        "order": check_learning_order(run.t_learned, order).verdict,
+        "top_bias": check_top_bias(b_T, order[-1]).verdict,
+        "offdiag": "holds" if off <= bound else "fails",
+    }
+    t = np.asarray(run.t_learned, dtype=float)[order]
+    last = int(order[-1])
+    margins = {
+        "order": float(np.min(np.diff(t))) if len(t) > 1 else float("nan"),
+        "top_bias": float(b_T[last] - np.max(np.delete(b_T, last))),
+        "offdiag": bound - off,
+    }
+    return verdicts, margins
 
 
 # ---------------------------------------------------------------------------------------
@@ -249,6 +288,9 @@ class DeepRun:
     theta_0: dict
     theta_T: dict
     method: str
+    #: the same run's companion solve at tolerances 10× tighter (`global_error=True`; exact
+    #: flows only), interpolated the same way
+    companion: DeepRun | None = None
 
 
 def train_deep(
@@ -263,12 +305,14 @@ def train_deep(
     learning_rate: float | None = None,
     stop=None,
     n_save: int = 201,
+    global_error: bool = False,
 ) -> DeepRun:
     """Train by exact flow (`method='flow'`; `'nonsmooth'`: the exact piecewise-smooth
     flow of a ReLU net, switches located and sliding resolved) or GD (`'gd'`, rate
     `learning_rate`, default `cfg.gd_lr`) and interpolate. `stop` (e.g.
     `matched_loss(0.1)`) ends the run at its event, `t1` is then the horizon; θ(T) is θ at
-    the end (the stop, or t1)."""
+    the end (the stop, or t1). `global_error` (exact flows): also the companion solve at
+    tolerances 10× tighter, as `companion`."""
     lr = cfg.gd_lr if learning_rate is None else learning_rate
     problem = make_problem(model, data, key=seed, loss_fn=class_sum_cross_entropy)
     # δ only draws θ(0); the (static) model the solver compiles carries δ = 1, so nets that
@@ -284,9 +328,10 @@ def train_deep(
             observables=classification_observables,
             save_params="ends",
             stop=stop,
+            global_error=global_error,
         )
     elif method == "nonsmooth":
-        traj = exact_relu_flow(problem, cfg, t1=t1, n_save=n_save)
+        traj = exact_relu_flow(problem, cfg, t1=t1, n_save=n_save, global_error=global_error)
     else:
         traj = gradient_descent(
             problem,
@@ -305,10 +350,18 @@ def train_deep(
     traj.config["experiment"] = {"name": NAME, "part": "deep", "label": label, "seed": seed}
     if isinstance(traj.config.get("problem"), dict):
         traj.config["problem"]["model"] = model.describe()
-    th0 = {n: traj.param(n, 0) for n in traj.params}
-    thT = {n: traj.param(n, -1) for n in traj.params}
-    curve = interpolate(problem.model, data.x, data.y, th0, thT, n_alpha=cfg.n_alpha)
-    return DeepRun(label, model, data, traj, curve, th0, thT, method)
+
+    def derived(tr: Trajectory) -> DeepRun:
+        th0 = {n: tr.param(n, 0) for n in tr.params}
+        thT = {n: tr.param(n, -1) for n in tr.params}
+        curve = interpolate(problem.model, data.x, data.y, th0, thT, n_alpha=cfg.n_alpha)
+        return DeepRun(label, model, data, tr, curve, th0, thT, method)
+
+    run = derived(traj)
+    ge = traj.global_error
+    if ge is not None and ge.companion is not None:
+        run.companion = derived(ge.companion)
+    return run
 
 
 def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
@@ -334,6 +387,7 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
             method=method,
             cfg=cfg,
             label=f"synthetic, depth {cfg.deep_depth} {cfg.deep_activation}",
+            global_error=True,
         )
     )
     gd_check = None
@@ -375,6 +429,7 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 method="nonsmooth",
                 cfg=cfg,
                 label=f"synthetic, depth {cfg.deep_depth} relu (exact flow)",
+                global_error=True,
             )
         except SolverError as err:
             # the exact flow met what it cannot integrate (see the README's limitations):
@@ -438,11 +493,16 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
                 method="flow",
                 cfg=cfg,
                 label=f"digits, depth {cfg.deep_depth} {cfg.deep_activation}",
+                global_error=True,
             )
         )
     checks = []
     for run in runs:
         run_checks = _deep_run_checks(run, cfg)
+        if run.companion is not None:  # exact flows: error bars from the companion solve
+            twin = _deep_run_checks(run.companion, cfg)
+            how = f"companion solve at rtol/{GLOBAL_ERROR_FACTOR:g}"
+            run_checks = with_error_bars(run_checks, twin, how)
         if run.method == "gd" and relu_fine is not None:
             # the ReLU net by GD: each claim at η and η/4, "not converged in η" if they differ
             run_checks = merge_eta(run_checks, _deep_run_checks(relu_fine, cfg), cfg.gd_lr)
@@ -514,7 +574,9 @@ def _deep_run_checks(run: DeepRun, cfg: Config) -> list[Check]:
 RELU_MAX_KINKS = 32
 
 
-def exact_relu_flow(problem, cfg: Config, *, t1: float, n_save: int) -> Trajectory:
+def exact_relu_flow(
+    problem, cfg: Config, *, t1: float, n_save: int, global_error: bool = False
+) -> Trajectory:
     """The deep ReLU net's exact piecewise-smooth flow at the deep nets' tolerances, with
     classification observables, θ at the ends and `RELU_MAX_KINKS` pair slots to start
     with. The step size is controlled in the max norm: from small init the error sits in the few
@@ -531,6 +593,7 @@ def exact_relu_flow(problem, cfg: Config, *, t1: float, n_save: int) -> Trajecto
         save_params="ends",
         slots=RELU_MAX_KINKS,
         error_norm="max",
+        global_error=global_error,
     )
 
 

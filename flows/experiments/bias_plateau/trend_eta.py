@@ -24,23 +24,32 @@ from flows.claims import FAILS, HOLDS, UNDECIDED, richardson
 __all__ = ["eta_error_bars"]
 
 
-def _number(c: Check) -> tuple[float, float] | None:
-    """(the number the row's verdict hinges on — signed, positive the predicted way —,
-    the seed spread it is compared with), or None for a row without one."""
+def _conditions(c: Check, tol: float) -> list[tuple[str, float, float]] | None:
+    """The conditions the row's verdict hinges on, each (name, number, threshold): the
+    number is signed, positive the predicted way, and the condition holds when it exceeds
+    its threshold; None for a row without them. A trend row has one (its change against
+    the larger of the seed spread and `tol`); the bias row two (the drop with − without
+    against the same, and half the plateau with bias minus the plateau without, ≥ 0)."""
     v = c.values
     if "change" in v and "spread" in v:
-        return float(v["change"]), float(v["spread"])
+        return [("change", float(v["change"]), max(float(v["spread"]), tol))]
     if "with_bias" in v and "without_bias" in v and "spread" in v:
-        return float(v["with_bias"]) - float(v["without_bias"]), float(v["spread"])
+        w, wo = float(v["with_bias"]), float(v["without_bias"])
+        return [
+            ("drop", w - wo, max(float(v["spread"]), tol)),
+            ("half", 0.5 * w - wo, 0.0),
+        ]
     return None
 
 
-def _margin(verdict: str, value: float, spread: float, tol: float) -> float:
-    """How far `value` is from flipping the verdict: a `holds` needs value > max(spread,
-    tol); a `fails` by a wrong-way change needs value < −spread (a fail by a wrong-way
-    step is not this number's: infinite margin); other verdicts: NaN."""
+def _margin(verdict: str, conds: list[tuple[str, float, float]], spread: float) -> float:
+    """How far a trend row (one condition) is from flipping its verdict: a `holds` needs
+    the change above its threshold; a `fails` is a change the wrong way beyond the seed
+    spread (a fail by a wrong-way step is not this number's: infinite margin); other
+    verdicts: NaN."""
+    (_, value, thr) = conds[0]
     if verdict == HOLDS:
-        return value - max(spread, tol)
+        return value - thr
     if verdict == FAILS:
         return -spread - value if value < -spread else math.inf
     return math.nan
@@ -58,18 +67,33 @@ def eta_error_bars(
     out = []
     for c in merged:
         got = [rows.get(c.claim) for rows in by_eta]
-        nums = [_number(g) if g is not None else None for g in got]
-        if any(n is None for n in nums):
+        conds = [_conditions(g, tol) if g is not None else None for g in got]
+        if any(n is None for n in conds):
             out.append(c)
             continue
-        values = [n[0] for n in nums if n is not None]
-        spread = nums[-1][1] if nums[-1] is not None else math.nan
-        r = richardson(values, etas)
-        if not math.isfinite(r.value):
+        per_eta = [n for n in conds if n is not None]
+        spread = float(got[-1].values["spread"])  # type: ignore[union-attr]
+        # each condition's number at the three rates, extrapolated to η → 0
+        fits = [richardson([n[i][1] for n in per_eta], etas) for i in range(len(per_eta[0]))]
+        if not all(math.isfinite(r.value) for r in fits):
             out.append(c)
             continue
-        err = abs(values[-1] - r.value) + r.error
-        margin = _margin(c.verdict, values[-1], spread, tol)
+        errs = [abs(per_eta[-1][i][1] - r.value) + r.error for i, r in enumerate(fits)]
+        last = per_eta[-1]
+        excess = [value - thr for _, value, thr in last]
+        if len(last) == 1:  # a trend row: as `_margin` reads it
+            i, margin = 0, _margin(c.verdict, last, spread)
+            undecided = c.verdict in (HOLDS, FAILS) and margin <= errs[0]
+        elif c.verdict == HOLDS:  # every condition must clear its threshold beyond its error
+            i = min(range(len(last)), key=lambda j: excess[j] - errs[j])
+            margin = excess[i]
+            undecided = margin <= errs[i]
+        else:  # fails: decided when a failing condition falls short by more than its error
+            failing = [j for j in range(len(last)) if excess[j] <= 0] or [0]
+            i = max(failing, key=lambda j: -excess[j] - errs[j])
+            margin = -excess[i]
+            undecided = c.verdict == FAILS and margin <= errs[i]
+        r, err, values = fits[i], errs[i], [n[i][1] for n in per_eta]
         extra = {
             "eta_values": dict(zip((f"{e:g}" for e in etas), values, strict=True)),
             "eta0": r.value,
@@ -77,15 +101,28 @@ def eta_error_bars(
             "eta0_how": r.how,
             "numerical_error": err,
         }
+        if len(fits) > 1:
+            extra["conditions"] = {
+                name: {
+                    "value": per_eta[-1][j][1],
+                    "threshold": thr,
+                    "error": errs[j],
+                    "eta0": fits[j].value,
+                }  # fmt: skip
+                for j, (name, _, thr) in enumerate(per_eta[-1])
+            }
+        what = per_eta[-1][i][0]
         note = (
             f"η → 0: {r.value:.3g} ± {r.error:.2g} ({r.how}); the value judged (η = "
             f"{etas[-1]:g}) {values[-1]:.3g} ± {err:.2g}"
         )
+        if len(fits) > 1:
+            note = f"{what} ({', '.join(n for n, _, _ in per_eta[-1])} checked): " + note
         verdict, reason = c.verdict, c.reason
-        if verdict in (HOLDS, FAILS) and margin <= err:
+        if undecided:
             verdict = UNDECIDED
             reason = (
-                f"the margin {margin:.2g} of the change {values[-1]:.3g} (seed spread "
+                f"the margin {margin:.2g} of the {what} {values[-1]:.3g} (seed spread "
                 f"{spread:.3g}, tolerance {tol:g}) is inside GD's numerical error ±{err:.2g}: "
                 f"decide with smaller η or the exact flow; {note}"
                 + (f"; {reason}" if reason else "")

@@ -23,7 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from flows import SOLVERS, TARGETS, Check, gradient_descent, make_problem, plugin, simulate
+from flows import (
+    GLOBAL_ERROR_FACTOR,
+    SOLVERS,
+    TARGETS,
+    Check,
+    gradient_descent,
+    make_problem,
+    plugin,
+    simulate,
+)
 from flows.claims import Reference, Trend, with_error_bars
 from flows.models import TwoLayer
 from flows.plugin import ERROR_NORMS, Flag, check_memory, two_layer_bytes
@@ -89,13 +98,18 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     if progress:
         n_runs = len(cfg.sweep_m) * len(cfg.sweep_alpha) * len(cfg.sweep_seeds)
         print(f"[multistage] descent-time sweep of {n_runs} runs (d = {cfg.sweep_d})", flush=True)
-    rows = descent_time_sweep(cfg, metrics=row_metrics)
+    twin_rows: list[dict] = []  # the sweep's companion solves (tolerances 10× tighter)
+    rows = descent_time_sweep(cfg, metrics=row_metrics, companion=twin_rows)
     sweep_checks, fits = check_sweep(rows, cfg)
     main_c3 = None
     if np.isfinite(st["T_d"]):
         g = float(np.interp(st["T_d"], units.tau(traj.times), traj.observables["grad_rel"]))
         main_c3 = {"m": cfg.m, "excess": g / units.rate / cfg.beta - 1.0}
     trend_checks = check_trends(rows, cfg, main_c3)
+    # error bars on the sweep's rows: the same checks on the companion rows
+    how = f"every sweep run's companion solve at rtol/{GLOBAL_ERROR_FACTOR:g}"
+    sweep_checks = with_error_bars(sweep_checks, check_sweep(twin_rows, cfg)[0], how)
+    trend_checks = with_error_bars(trend_checks, check_trends(twin_rows, cfg, main_c3), how)
     checks = attach_trends(checks, rows, cfg)
     checks = [_split_trend(c, targets, cfg) for c in checks]
     checks = EXPERIMENT.annotate(

@@ -94,10 +94,16 @@ def descent_time_sweep(
     *,
     progress: bool = False,
     metrics: Callable[[Trajectory, Units, Config], dict] | None = None,
+    companion: list[dict] | None = None,
 ) -> list[dict]:
     """T_d for every (α, m, seed) of the sweep, on Assumption 1–2 data (f₂, `sweep_n`
     points in `sweep_d` dimensions); `metrics(traj, units, cfg_of_the_run)` adds the
-    finite-size quantities of each run to its row (`trends.row_metrics`)."""
+    finite-size quantities of each run to its row (`trends.row_metrics`).
+
+    `companion`: a list to fill with the same rows from each run's companion solve at
+    tolerances 10× tighter (`simulate(…, global_error=True)`), in the same order — the
+    sweep's checks run on them give its rows numerical error bars (`with_error_bars`). A
+    run whose companion failed adds a row of NaNs there (its checks then say so)."""
     data = assumption_data("f2", n=cfg.sweep_n, d=cfg.sweep_d)
     units = Units.of(moments(data))
     rows = []
@@ -116,21 +122,43 @@ def descent_time_sweep(
                     atol=cfg.atol,
                     observables=multistage_observables,
                     save_params="none",
+                    global_error=companion is not None,
                 )
-                st = stage_times(traj, units, m, alpha, cfg.beta)
-                row = {
-                    "alpha": alpha,
-                    "m": m,
-                    "seed": seed,
-                    "d": data.d,
-                    "T_d": st["T_d"],
-                    "vf_evals": traj.stats["vf_evals"],
-                }
-                if metrics is not None:
-                    run_cfg = dataclasses.replace(cfg, m=m, alpha=alpha, seed=seed)
-                    row |= metrics(traj, units, run_cfg)
+                run_cfg = dataclasses.replace(cfg, m=m, alpha=alpha, seed=seed)
+                row = _sweep_row(traj, units, run_cfg, data.d, metrics)
                 row["wall_s"] = time.perf_counter() - start
                 rows.append(row)
+                if companion is not None:
+                    ge = traj.global_error
+                    tight = ge.companion if ge is not None else None
+                    if tight is not None:
+                        companion.append(_sweep_row(tight, units, run_cfg, data.d, metrics))
+                    else:
+                        blank = {
+                            k: float("nan")
+                            for k, v in row.items()
+                            if isinstance(v, float) and k not in ("alpha", "m", "seed", "d")
+                        }
+                        companion.append(row | blank)
                 if progress:
-                    print(f"  sweep α={alpha} m={m} seed={seed}: T_d = {st['T_d']:.4g}", flush=True)
+                    print(
+                        f"  sweep α={alpha} m={m} seed={seed}: T_d = {row['T_d']:.4g}", flush=True
+                    )
     return rows
+
+
+def _sweep_row(traj: Trajectory, units: Units, run_cfg: Config, d: int, metrics) -> dict:
+    """One row of `descent_time_sweep` (`run_cfg`: the sweep's config at the run's m, α,
+    seed)."""
+    st = stage_times(traj, units, run_cfg.m, run_cfg.alpha, run_cfg.beta)
+    row = {
+        "alpha": run_cfg.alpha,
+        "m": run_cfg.m,
+        "seed": run_cfg.seed,
+        "d": d,
+        "T_d": st["T_d"],
+        "vf_evals": traj.stats["vf_evals"],
+    }
+    if metrics is not None:
+        row |= metrics(traj, units, run_cfg)
+    return row
