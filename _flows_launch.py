@@ -82,6 +82,16 @@ def _answer_without_jax(argv: list[str]) -> int | None:
     return 2  # pragma: no cover - a command is required
 
 
+def _say_starting(argv: list[str]) -> None:
+    """`flows check` (the long command) says it has started before the seconds of imports:
+    one line on stderr (stdout stays clean for `--format json`)."""
+    if argv[:1] == ["check"] and not {"-h", "--help"} & set(argv):
+        try:
+            os.write(2, b"flows check: starting (loading JAX and the papers)\n")
+        except OSError:  # stderr gone: nothing to tell
+            pass
+
+
 def entry() -> None:
     """Console-script entry point: catch Ctrl-C, import the program, run it."""
     # A process started with SIGINT ignored (nohup, `&` in some shells) keeps it ignored.
@@ -90,6 +100,7 @@ def entry() -> None:
     code = _answer_without_jax(sys.argv[1:])
     if code is not None:
         sys.exit(code)
+    _say_starting(sys.argv[1:])
     from flows import _cli  # JAX and the package: seconds
 
     _cli.entry(startup_handler=_exit_at_once)

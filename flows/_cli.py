@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import math
 import os
 import re
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import _flows_launch as launch
 
@@ -263,12 +265,16 @@ def _cmd_simulate(args) -> int:
             raise _exists_error(target)
     options = _flag_values(args, exp.simulate_flags)
     start = time.perf_counter()
+    startup = _process_age()
     run = exp.simulate(options, progress=bool(options.get("progress")))
     traj = run.traj
+    simulated = time.perf_counter()
     path = _save_trajectory(traj, out, run.rtol, args.overwrite)
+    saved = time.perf_counter()
     written = [path]
     if not args.no_report:
-        page = _simulate_page(exp, traj, time.perf_counter() - start)
+        stages = _stage_times(traj.stats, simulated - start, saved - simulated, startup)
+        page = _simulate_page(exp, traj, stages, time.perf_counter() - start)
         written.append(_save_beside(report, page, args.overwrite))
     st = traj.stats
     line = (
@@ -283,29 +289,141 @@ def _cmd_simulate(args) -> int:
     return EXIT_OK
 
 
-def _simulate_page(exp, traj, wall_s: float) -> str:
-    """The short report.html of one `flows simulate` run."""
+def _process_age() -> float | None:
+    """Seconds since this process started (Linux: /proc), None where not known: the
+    start-up before the command ran (Python, JAX and flows imported)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return age if 0 <= age < 86_400 else None
+
+
+def _stage_times(
+    stats, simulate_s: float, save_s: float, startup_s: float | None
+) -> list[tuple[str, float, str]]:
+    """Where the time of one `flows simulate` went, as (stage, seconds, what it covers):
+    start-up (when known), the solver's compilation and solve (its statistics), the rest
+    of the experiment's `simulate` and the saving; the report adds its own stage."""
+
+    def stat(key: str) -> float | None:
+        v = stats.get(key) if hasattr(stats, "get") else None
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    compile_s, solve_s = stat("compile_s"), stat("wall_s")
+    stages: list[tuple[str, float, str]] = []
+    if startup_s is not None:
+        stages.append(("start-up", startup_s, "Python, JAX and flows imported"))
+    if compile_s is not None:
+        stages.append(
+            ("compile/trace", compile_s, "tracing and compiling the solver loop (or reading it "
+             "from the compilation cache)")
+        )  # fmt: skip
+    if solve_s is not None:
+        stages.append(("solve", solve_s, "integrating the flow"))
+    rest = simulate_s - (compile_s or 0.0) - (solve_s or 0.0)
+    stages.append(
+        ("set-up and checks", max(rest, 0.0), "data, model and problem built; observables "
+         "gathered; accuracy certificate")
+    )  # fmt: skip
+    stages.append(("saving results", save_s, "trajectory.nc written"))
+    return stages
+
+
+def _simulate_page(exp, traj, stages: list[tuple[str, float, str]], wall_s: float) -> str:
+    """The short report.html of one `flows simulate` run: the loss curve, the stage times
+    (`stages`, plus the building of this page), and the final value of every scalar
+    observable with its description (the experiment's `observables.DESCRIPTIONS`; those in
+    its `LEFT_OUT`, and vectors, are named below the table with the reason)."""
     import numpy as np
 
     from ._report import Curve, simulate_report
 
-    finals = {}
+    begin = time.perf_counter()
+    described, left_out = _observable_notes(exp, traj)
+    t_end = float(traj.times[-1])
+    finals: dict[str, Any] = {}
     for key, arr in traj.observables.items():
         a = np.asarray(arr)
-        if a.ndim == 1 and len(a) and np.issubdtype(a.dtype, np.number):
-            finals[f"{key}(t = {float(traj.times[-1]):g})"] = float(a[-1])
+        if key in left_out or not np.issubdtype(a.dtype, np.number) or not len(a):
+            continue
+        if key not in described:
+            left_out[key] = "no description recorded; the whole curve is in trajectory.nc"
+        elif a.ndim == 1:
+            finals[key] = float(a[-1])
+        elif a.ndim == 2 and a.shape[1] <= MAX_VECTOR_SHOWN:
+            finals[key] = [float(v) for v in a[-1]]
+        else:
+            left_out[key] = f"{a[-1].size} values at each time; in trajectory.nc"
     loss = np.asarray(traj.loss, dtype=float)
-    return simulate_report(
-        name=exp.name,
-        title=exp.title,
-        config=traj.config,
-        stats=dict(traj.stats),
-        curves=[Curve("loss", np.asarray(traj.times, float).tolist(), loss.tolist())],
-        finals=finals,
-        wall_s=wall_s,
-        command=_command(),
-        files=["trajectory.nc", REPORT_NAME],
-    )
+
+    def page(report_s: float | None) -> str:
+        shown = [*stages, ("report", report_s, "this page built")] if report_s else stages
+        # the wall time is the stages' sum: from the process's start when that is known
+        return simulate_report(
+            name=exp.name,
+            title=exp.title,
+            config=traj.config,
+            stats=dict(traj.stats),
+            curves=[Curve("loss", np.asarray(traj.times, float).tolist(), loss.tolist())],
+            finals=finals,
+            descriptions={k: v for k, v in described.items() if k in traj.observables},
+            final_time=t_end,
+            left_out={k: v for k, v in left_out.items() if k in traj.observables},
+            stages=shown,
+            wall_s=sum(t for _, t, _ in shown) if shown else wall_s,
+            command=_command(),
+            files=["trajectory.nc", REPORT_NAME],
+        )
+
+    page(None)  # built once to time it; the page shows that time (the second build is alike)
+    return page(time.perf_counter() - begin)
+
+
+#: Longest vector observable (per class, mode, …) whose final value the report lists.
+MAX_VECTOR_SHOWN = 12
+
+#: Observables every run of the engine may carry, with their descriptions.
+ENGINE_OBSERVABLES = {
+    "energy": "∫₀ᵗ ‖∇L(θ(s))‖² ds, integrated with the flow: the loss the flow has dissipated",
+    "energy_residual": "|L(0) − L(t) − ∫₀ᵗ ‖∇L‖² ds|: the energy identity's residual, an "
+    "accuracy certificate of the solve (0 for the exact flow)",
+}
+#: Engine bookkeeping that is no observable of the run.
+ENGINE_LEFT_OUT = {"param_saved": "bookkeeping (1 where θ was saved), not an observable"}
+
+
+def _observable_notes(exp, traj) -> tuple[dict[str, str], dict[str, str]]:
+    """(name → description, name → why it is left out of the summary) for the observables
+    of a run of `exp`: the loss (its recorded definition), the engine's own (energy,
+    non-smooth counts), and the experiment's (`DESCRIPTIONS` and `LEFT_OUT` of the
+    `observables` module beside the experiment's, where it has one)."""
+    import importlib
+
+    from ._nonsmooth import KINK_OBSERVABLES
+
+    loss = ""
+    problem = traj.config.get("problem") if isinstance(traj.config, dict) else None
+    if isinstance(problem, dict):
+        loss = str(problem.get("loss") or "")
+    described = {
+        "loss": loss or "the objective integrated by the flow",
+        **ENGINE_OBSERVABLES,
+        **KINK_OBSERVABLES,
+    }
+    left_out = dict(ENGINE_LEFT_OUT)
+    package = type(exp).__module__.rpartition(".")[0]
+    try:
+        module = importlib.import_module(package + ".observables") if package else None
+    except ImportError:
+        module = None
+    described.update(getattr(module, "DESCRIPTIONS", {}) or {})
+    left_out.update(getattr(module, "LEFT_OUT", {}) or {})
+    return described, left_out
 
 
 def _save_beside(path: Path, text: str, overwrite: bool) -> Path:
@@ -537,6 +655,7 @@ def entry(startup_handler=None) -> None:
     lacks a character; a closed pipe or a full disk ends the command with 141 or 3, see
     `_finish_output`), and the environment is checked (`_check_environment`)."""
     _guard_output()
+    _compile.tune_gc_for_command()
     _watch_interrupts()
     sys.unraisablehook = _quiet_interrupts
     if startup_handler is not None and signal.getsignal(signal.SIGINT) is startup_handler:

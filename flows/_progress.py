@@ -19,6 +19,7 @@ without progress pays nothing.
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import threading
 import time
@@ -62,6 +63,8 @@ class Bar:
                 bar_format="{l_bar}{bar}| [{elapsed}<{remaining}] {postfix}",
                 desc="solving",
                 dynamic_ncols=True,
+                # a terminal that reports 0 rows (a bare pty, `docker run -t`) hid the bar
+                nrows=max(shutil.get_terminal_size((120, 24)).lines, 24),
                 mininterval=0.2,
                 smoothing=0.3,
                 leave=True,

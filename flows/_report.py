@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 from ._report_assets import _CSS, _JS
+from ._report_math import formula_html
 from ._report_svg import _e, svg_chart, trend_svg
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -227,6 +228,13 @@ def _td(v: Any, limit: int = 600) -> str:
 _SIGNED_NUMBER = re.compile(r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?")
 
 
+def _f(text: Any) -> str:
+    """A claim's text (its statement, prediction, measurement, reason): `_t` with every
+    formula in it rendered as MathML (`formula_html`: `m^{-(2α₁−1)}`, `q_max`). Only
+    for prose: configuration values and identifiers (`n_save`) stay text."""
+    return formula_html(str(text), _t)
+
+
 def _t(text: Any) -> str:
     """Text content, escaped, with every signed or exponent number kept on one line (a
     cell may wrap between words, never inside a number)."""
@@ -308,8 +316,8 @@ def _trend_html(t: Trend) -> str:
         if t.predicted is not None:
             cells.append(_num(t.predicted[i]))
         rows.append("<tr>" + "".join(f'<td class="num">{_e(c)}</td>' for c in cells) + "</tr>")
-    table = _table("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>" + "".join(rows))
-    notes = "".join(f'<p class="hint">{_e(n)}</p>' for n in (axes_note, t.note) if n)
+    table = _table("<tr>" + "".join(f"<th>{_f(h)}</th>" for h in head) + "</tr>" + "".join(rows))
+    notes = "".join(f'<p class="hint">{_f(n)}</p>' for n in (axes_note, t.note) if n)
     return (
         f'<div class="trend"><h4>Finite-size trend</h4><div class="chartbox">{svg}</div>'
         f"{table}{notes}</div>"
@@ -324,14 +332,14 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
     ref = c.reference
     cls = {HOLDS: "holds", FAILS: "fails"}.get(c.verdict, "na")
     parts = [f'<section class="claim {cls}" id="claim-{i}">']
-    parts.append(f"<h3>{i}. {_badge(c.verdict)} {_e(c.claim)}</h3>")
+    parts.append(f"<h3>{i}. {_badge(c.verdict)} {_f(c.claim)}</h3>")
     where = ref.describe() if ref else ""
     parts.append(
         f'<p class="ref">{_e(where) + " · " if where else ""}source: <code>{_e(c.source)}</code>'
         "</p>"
     )
     if ref and ref.statement:
-        parts.append(f'<p class="statement">Statement: {_e(ref.statement)}</p>')
+        parts.append(f'<p class="statement">Statement: {_f(ref.statement)}</p>')
     rows = [("predicted", c.predicted), ("measured", c.measured)]
     rows.append(("verdict", c.verdict + (f" — {c.reason}" if c.reason else "")))
     if c.kind:
@@ -349,7 +357,7 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
     if c.assumptions:
         rows.insert(0, ("assumptions", c.assumptions))
     parts.append(
-        _table("".join(f"<tr><td>{_e(k)}</td><td>{_t(v)}</td></tr>" for k, v in rows), "pm")
+        _table("".join(f"<tr><td>{_e(k)}</td><td>{_f(v)}</td></tr>" for k, v in rows), "pm")
     )
     if c.trend is not None:
         parts.append(_trend_html(c.trend))
@@ -542,9 +550,9 @@ def experiment_report(
     for i, c in enumerate(checks, 1):
         where = c.reference.describe(with_paper=False) if c.reference else ""
         body.append(
-            f'<tr><td><a href="#claim-{i}">{i}</a></td><td>{_t(c.claim)}</td>'
-            f"<td>{_t(where or c.source)}</td><td>{_t(c.predicted)}</td>"
-            f"<td>{_t(c.measured)}</td><td>{_badge(c.verdict)}</td></tr>"
+            f'<tr><td><a href="#claim-{i}">{i}</a></td><td>{_f(c.claim)}</td>'
+            f"<td>{_t(where or c.source)}</td><td>{_f(c.predicted)}</td>"
+            f"<td>{_f(c.measured)}</td><td>{_badge(c.verdict)}</td></tr>"
         )
     body.append("</table></div>")
     body.append('<h2 id="claims">Claims</h2>')
@@ -583,23 +591,59 @@ def simulate_report(
     stats: Mapping,
     curves: Sequence[Curve],
     finals: Mapping[str, Any],
+    descriptions: Mapping[str, str] | None = None,
+    final_time: float | None = None,
+    left_out: Mapping[str, str] | None = None,
+    stages: Sequence[tuple[str, float, str]] = (),
     wall_s: float | None = None,
     command: Sequence[str] | None = None,
     files: Sequence[str] = (),
     versions: Mapping | None = None,
 ) -> str:
-    """The short `report.html` of `flows simulate <name>`: the loss curve (zoomable), the
-    final values of the scalar observables, solver settings and statistics, the accuracy
-    certificate, and the provenance."""
+    """The short `report.html` of `flows simulate <name>`: the loss curve (zoomable), where
+    the time went, the final values of the observables with what each one is, solver
+    settings and statistics, the accuracy certificate, and the provenance.
+
+    **Arguments:** `finals` (observable → its value at `final_time`: a number or a short
+    list), `descriptions` (observable → one line: its formula and meaning; every observable
+    in `finals` should have one), `left_out` (observable → why it is not in the summary),
+    `stages` ((stage, seconds, what it covers), in order: compile, solve, saving, report…),
+    the rest as `experiment_report`.
+
+    **Returns:** the page, one self-contained HTML string.
+    """
+    descriptions = descriptions or {}
     body = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="sub"><code>flows simulate {_e(name)}</code> · one run</p>',
+        f'<p class="sub"><code>flows simulate {_e(name)}</code> · one run'
+        + (f" · {wall_s:.1f} s" if wall_s is not None else "")
+        + "</p>",
+        '<nav><a href="#curves">Loss curve</a><a href="#stages">Stage times</a>'
+        '<a href="#finals">Final values</a><a href="#provenance">Provenance</a></nav>',
     ]
     chart = _zoom_chart("curve-data", curves, "time", "loss")
     if chart:
         body += ['<h2 id="curves">Loss curve</h2>', chart]
+    body.append(_stages_html(stages))
+    at = f" at t = {final_time:g}" if final_time is not None else ""
     if finals:
-        body += ["<h2>Final values</h2>", _kv_table(finals.items(), ("observable", "value"))]
+        rows = "".join(
+            f"<tr><th><code>{_e(k)}</code></th>{_td(v)}"
+            f'<td class="desc">{_f(descriptions.get(k, "—"))}</td></tr>'
+            for k, v in finals.items()
+        )
+        body += [
+            f'<h2 id="finals">Final values{_e(at)}</h2>',
+            _table(f"<tr><th>observable</th><th>value</th><th>what it is</th></tr>{rows}", "obs"),
+        ]
+    if left_out:
+        items = "".join(
+            f"<li><code>{_e(k)}</code>"
+            + (f" ({_f(descriptions[k])})" if k in descriptions else "")
+            + f": {_f(why)}</li>"
+            for k, why in left_out.items()
+        )
+        body.append(f'<p class="hint">Not in the summary:</p><ul class="hint">{items}</ul>')
     results = {"config": config, "stats": stats}
     extra: dict[str, Any] = {}
     if files:
@@ -608,6 +652,32 @@ def simulate_report(
         _provenance(results, wall_s=wall_s, command=command, versions=versions, extra=extra)
     )
     return _page(f"flows simulate {name}: {title}", "".join(body), script=bool(chart))
+
+
+def _stages_html(stages: Sequence[tuple[str, float, str]]) -> str:
+    """The stage times as a table with a bar per stage (its share of the total)."""
+    shown = [(n, float(s), what) for n, s, what in stages if s is not None and math.isfinite(s)]
+    if not shown:
+        return ""
+    total = sum(s for _, s, _ in shown)
+    rows = []
+    for n, s, what in shown:
+        share = s / total if total > 0 else 0.0
+        bar = f'<span class="sbar" style="width:{100 * share:.1f}%"></span>'
+        rows.append(
+            f'<tr><th>{_e(n)}</th><td class="num">{s:.2f} s</td>'
+            f'<td class="num">{100 * share:.0f} %</td><td class="share">{bar}</td>'
+            f'<td class="desc">{_e(what)}</td></tr>'
+        )
+    rows.append(
+        f'<tr><th>total</th><td class="num">{total:.2f} s</td><td class="num">100 %</td>'
+        "<td></td><td></td></tr>"
+    )
+    return '<h2 id="stages">Stage times</h2>' + _table(
+        "<tr><th>stage</th><th>time</th><th>share</th><th></th><th>what it covers</th></tr>"
+        + "".join(rows),
+        "stages",
+    )
 
 
 def index_report(
@@ -661,7 +731,7 @@ def _failing_html(entry: Mapping[str, Any]) -> str:
         label = _e(c.label)
         if link:
             label = f'<a href="{_e(link)}#claim-{i}">{label}</a>'
-        items.append(f"<li>{label}: {_t(c.reason or c.measured)}</li>")
+        items.append(f"<li>{label}: {_f(c.reason or c.measured)}</li>")
     if not items:
         return ""
     return f"<h3>Failing in {_e(entry['name'])}</h3><ul>{''.join(items)}</ul>"

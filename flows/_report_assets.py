@@ -34,6 +34,9 @@ pre{background:#f4f4f4;padding:.6em;overflow-x:auto;font-size:.8em}
 details{margin:.4em 0}summary{cursor:pointer;color:#333}
 .counts span{margin-right:1em}
 nav a{margin-right:.8em}
+td.desc{min-width:14em;max-width:36em}.obs th code{white-space:nowrap}
+td.share{width:7em;min-width:5em}.sbar{display:inline-block;height:.75em;background:#4c78a8;
+vertical-align:middle;min-width:1px}ul.hint{margin-top:0}
 @media print{details{display:block}}
 """
 

@@ -47,3 +47,17 @@ def test_check_help_names_the_default():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices["check"]
     assert "default: every paper" in sub.format_help()
+
+
+def test_check_says_it_started_before_importing_jax():
+    """`flows check` prints one line on stderr before the seconds of imports (stdout stays
+    clean for --format json); its help and the other commands do not."""
+    probe = (
+        "import sys, _flows_launch\n"
+        "for argv in (['check', '--quick'], ['check', '--help'], ['simulate', 'x']):\n"
+        "    _flows_launch._say_starting(argv)\n"
+        "print('jax' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False"
+    assert out.stderr == "flows check: starting (loading JAX and the papers)\n"

@@ -48,6 +48,9 @@ INTERNALS: dict[str, frozenset[str]] = {
             "flows._sweep",
         },
         "tests/test_cli_environment.py": {"flows._cli_output"},
+        "tests/test_cli_check_progress.py": {"flows._cli", "flows._cli_check"},
+        "tests/test_report_math.py": {"flows._report", "flows._report_math"},
+        "tests/test_report_simulate.py": {"flows._cli", "flows._report"},
         "tests/test_cli_start.py": {"flows._cli"},
         "tests/test_compile_cache.py": {
             "flows._cli",

@@ -18,7 +18,34 @@ import jax.numpy as jnp
 
 from flows import cross_entropy
 
-__all__ = ["classification_observables", "homogeneous_observables", "top_gap", "matched_loss"]
+__all__ = [
+    "DESCRIPTIONS",
+    "classification_observables",
+    "homogeneous_observables",
+    "top_gap",
+    "matched_loss",
+]
+
+#: One line per observable of `classification_observables` and `homogeneous_observables`:
+#: its formula and what it means (the `flows simulate bias-plateau` report lists them).
+DESCRIPTIONS: dict[str, str] = {
+    "train_error": "share of training samples misclassified (argmax of the logits)",
+    "mean_ce": "(1/N) Σ_x CE(z(x), y_x): the average cross-entropy (log k at zero logits; the "
+    "integrated loss is k times it for the class-summed objective)",
+    "class_correct": "per class: 1 when every sample of the class is classified correctly "
+    "(its learning time is where this turns 1 for good)",
+    "class_min_prob": "per class c: min over its samples of the softmax output u_c(x) "
+    "(learned in Proposition 1's sense once it exceeds 1 − C₁)",
+    "pred_fraction": "per class: share of samples predicted as that class",
+    "b": "the output biases b_c",
+    "obs.b": "the output biases b_c",
+    "bias_gap": "largest bias minus the second largest: how far one class leads",
+    "W_diag": "W_ii: each class's weight on its own feature e_i (Proposition 1)",
+    "offdiag_max": "max_{i≠j} |W_ij|: the largest weight on another class's feature "
+    "(Proposition 1: stays small)",
+    "noise_corr_max": "max_{i,x} |⟨W_i, ξ_x⟩|, ξ_x = x − e_{y_x}: the largest alignment of a "
+    "class's weights with the samples' noise",
+}
 
 
 def top_gap(b):

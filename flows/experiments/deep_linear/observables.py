@@ -17,7 +17,23 @@ import numpy as np
 from flows import Dataset
 from reduced import deep_linear as dl
 
-__all__ = ["Theory", "deep_linear_observables", "crossing_times", "mode_strengths"]
+__all__ = [
+    "DESCRIPTIONS",
+    "Theory",
+    "deep_linear_observables",
+    "crossing_times",
+    "mode_strengths",
+]
+
+#: One line per observable of `deep_linear_observables`: its formula and what it means
+#: (the `flows simulate deep-linear` report lists them beside their final values).
+DESCRIPTIONS: dict[str, str] = {
+    "mode_strength": "per mode α: u_α = u_αᵀ W₂W₁ v_α, the strength the network gives the "
+    "α-th singular mode of Σ_yx (rises along a sigmoid to s_α)",
+    "balance_drift": "max |(W₁W₁ᵀ − W₂ᵀW₂)(t) − (W₁W₁ᵀ − W₂ᵀW₂)(0)|: drift of a quantity the "
+    "exact flow conserves (0 up to the solver's error)",
+    "weight_norm_sq": "‖W₁‖²_F + ‖W₂‖²_F: the squared size of all the weights",
+}
 
 
 def _modes(problem):

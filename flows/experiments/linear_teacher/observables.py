@@ -17,7 +17,53 @@ import numpy as np
 from flows import ConfigError
 from reduced.linear_teacher import smoothed_margin
 
-__all__ = ["teacher_observables", "clustering", "linear_region_outside", "LOG2"]
+__all__ = [
+    "DESCRIPTIONS",
+    "teacher_observables",
+    "clustering",
+    "linear_region_outside",
+    "LOG2",
+]
+
+#: One line per observable of `teacher_observables`: its formula and what it means (the
+#: `flows simulate linear-teacher` report lists them beside their final values).
+DESCRIPTIONS: dict[str, str] = {
+    "w_bar": "w̄ = mean of the w neurons (the positive type)",
+    "u_bar": "ū = mean of the u neurons (the negative type)",
+    "r": "r = max(max_i ‖w⁽ⁱ⁾ − w̄‖, max_i ‖u⁽ⁱ⁾ − ū‖): spread of each type around its "
+    "mean (Theorem 5.1: neurons cluster)",
+    "r_rel": "r / ‖w̄ − ū‖: the spread relative to the separation of the two means",
+    "max_angle_w": "largest angle between two w neurons, in radians (App. D.3)",
+    "max_angle_u": "largest angle between two u neurons, in radians (App. D.3)",
+    "frac_outside": "share of training points with |(w̄ − ū)·x| < 2r‖x‖: outside Theorem "
+    "5.1's linear region",
+    "frac_outside_test": "the same share on the test points",
+    "sign_agreement": "share of training points where sign N(x) = sign((w̄ − ū)·x): the "
+    "network agrees with its linear part",
+    "thm51_violations": "points inside the linear region where the signs differ (Theorem 5.1: "
+    "0 whenever α > 0)",
+    "in_nar": "1 when W is in a NAR(β) (§6.1: on every point all neurons of a type on one "
+    "side with margin β), else 0",
+    "in_par": "1 when W is in the PAR(β) (§6.2: every neuron classifies like its type), else 0",
+    "par_share": "share of neurons in the PAR (mean of par_share_w and par_share_u; App. I)",
+    "par_share_w": "share of w neurons that classify like y on every training point",
+    "par_share_u": "share of u neurons that classify like −y on every training point",
+    "par_share_kink": "share of neurons that would be in the PAR but for points on their kink",
+    "max_disagree": "largest number of points on which two neurons of one type disagree in "
+    "sign (App. J; on-kink pairs not counted)",
+    "on_kink_w": "pairs (w neuron, point) on the kink, |ŵ·x̂| ≤ kink_cos",
+    "on_kink_u": "pairs (u neuron, point) on the kink, |û·x̂| ≤ kink_cos",
+    "nar_margin": "min(β*_w, β*_u): the largest β for which W is in a NAR(β), in cosines "
+    "ŵ·x̂ (≤ 0 when two neurons disagree on a point)",
+    "margin": "γ = min_i y_i N(x_i) / ‖W‖: the normalized margin (> 0 once every point is fitted)",
+    "smoothed_margin": "γ̃ = −log(exp(L_sum) − 1) / ‖W‖; NaN while L_sum ≥ log 2, where it is "
+    "undefined (Assumption 6.1 not yet met)",
+    "l_sum": "L_sum = Σ_i log(1 + e^{−y_i N(x_i)}): the summed logistic loss",
+    "norm_W": "‖W‖: Frobenius norm of all the weights",
+    "accuracy": "share of training points classified correctly",
+    "accuracy_test": "share of test points classified correctly",
+    "teacher_cos": "cos(w̄ − ū, w*): alignment of the network's linear part with the teacher",
+}
 
 LOG2 = math.log(2.0)
 

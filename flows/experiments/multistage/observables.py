@@ -11,7 +11,50 @@ import jax.numpy as jnp
 
 from reduced.multistage import linearized_solution, plateau_departure_terms
 
-__all__ = ["multistage_observables", "relative_w2"]
+__all__ = ["DESCRIPTIONS", "LEFT_OUT", "multistage_observables", "relative_w2"]
+
+#: One line per observable of `multistage_observables`: its formula and what it means
+#: (the `flows simulate multistage` report lists them beside their final values).
+DESCRIPTIONS: dict[str, str] = {
+    "K": "K = Σ_k a_k u_k (u_k = w_k·b̂, b = E[y x]): the network's component along the "
+    "teacher's linear part; grows from ≈ 0 and saturates at the end of the descent",
+    "Kp": "K′ = Σ_k (a_k² + u_k²): the squared size of the weights along b̂ (eq. 16's "
+    "companion of K)",
+    "K_hat": "K / (‖b‖/s²): K in units of the value it saturates at in the linear theory "
+    "(1 under Assumptions 1–2)",
+    "Kp_hat": "K′ / (‖b‖/s²): K′ in the same units as K_hat",
+    "q_max": "max_{k,i} {|a_k|, |w_kⁱ|}: the largest single weight (Theorem 1's T₁ uses it)",
+    "w_perp_max": "max_k ‖w_k − u_k b̂‖_∞: the largest weight off the direction b̂ "
+    "(frozen in the linearized flow)",
+    "condensation": "Σ u_k² / Σ ‖w_k‖²: share of the first-layer weights along b̂ "
+    "(Corollary 2: → 1 as the neurons condense)",
+    "a2_over_u2": "Σ a_k² / Σ u_k²: balance of the two layers along b̂ (1 when balanced)",
+    "norm_a": "‖a‖: Euclidean norm of the output weights",
+    "norm_w": "‖w‖: Frobenius norm of the input weights",
+    "ratio_aw": "‖a‖ / ‖w‖: ratio of the two layers' norms",
+    "w2_rel": "W₂(ρ_|a|, ρ_‖w‖) / W₂(ρ_|a|, δ₀): distance between the distributions of |a_k| "
+    "and ‖w_k‖, relative to the size of |a| (Corollaries 1 and 4: → 0 on [T_p, T_d])",
+    "grad_rel": "‖∇R‖_∞ / ‖θ‖_∞: relative size of the gradient (Corollary 3: ≤ β at T_d)",
+    "r_max": "max_k (|a_k − ã_k| + |u_k − ũ_k|): distance from the linearized flow's closed "
+    "form (eq. 23) started at the same θ(0); small while the linearization holds",
+    "w_perp_l2": "max_i (Σ_k (w_k⊥ⁱ)²)^{1/2}: the largest coordinate norm of the weights off "
+    "b̂ (Proposition 1, Lemma 2)",
+    "split_rate": "d/dt (Σ a_k² − Σ ‖w_k‖²) along the flow: how fast the layers' balance "
+    "changes (0 to leading order)",
+    "split_rate_3": "the third-order prediction of split_rate (§4.3.2, derived f_k, g_k; "
+    "NaN for d > 1): compare with split_rate near K ≈ 1",
+    "split_rate_3_printed": "the same prediction with the paper's printed f_k (NaN for "
+    "d > 1): differs from split_rate_3 by the missing −(1/6) c₄ σ‴(0) (Σ a_l w_l) w_k³",
+}
+
+#: Observables left out of the report's summary of final values, with the reason.
+LEFT_OUT: dict[str, str] = {
+    "r_max": "its final value measures the linearized closed form, not the network: ã_k, ũ_k "
+    "grow like e^{‖b‖t} for ever, while the network's weights saturate once the plateau "
+    "ends, so r_max grows without bound after the linearization breaks down (its use is "
+    "early: the time T₁ it first crosses m^{−γ₁}(ln m)³, Theorem 1); the whole curve is in "
+    "trajectory.nc",
+}
 
 
 def relative_w2(a, w_norms):
