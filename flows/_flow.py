@@ -236,3 +236,35 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
         progress_meter=meter,
         event=event,
     )
+
+
+def flow_program(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol) -> dict:
+    """`solve_flow` with its solution as plain containers of arrays — what `simulate` reads
+    of it (`FlowOutput.unpack`) — so that the program can be exported and read back by a
+    later process (`flows._compile.compile_program(..., persist=True)`): the saves, the
+    result code, diffrax's statistics and a stabilized solver's final state."""
+    sol = solve_flow(settings, solver, problem, ts, pts, t0, t1, tol)
+    return {
+        "ys": sol.ys,
+        "result": jax.tree_util.tree_leaves(sol.result),
+        "stats": sol.stats,
+        "solver_state": sol.solver_state,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowOutput:
+    """What `simulate` reads of a flow's `diffrax.Solution`: `ys` (the saves), `result` (a
+    `diffrax.RESULTS` item), `stats` and `solver_state`."""
+
+    ys: tuple
+    result: diffrax.RESULTS
+    stats: dict
+    solver_state: object
+
+    @classmethod
+    def unpack(cls, out: dict) -> FlowOutput:
+        """From `flow_program`'s result."""
+        item = jax.tree_util.tree_structure(diffrax.RESULTS.successful)
+        result = jax.tree_util.tree_unflatten(item, out["result"])
+        return cls(out["ys"], result, out["stats"], out["solver_state"])

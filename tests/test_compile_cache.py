@@ -3,6 +3,7 @@ sweep over rtol), the solves carry no host callbacks and so are written to JAX's
 cache and read back by the next process, and a cache that is corrupt, unusable or shared by
 concurrent processes never changes a result."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -21,12 +22,12 @@ from flows import _compile, _solvers
 from flows.models import TwoLayer
 
 
-def _problem(dtype="float64"):
+def _problem(dtype="float64", m=6):
     rng = np.random.default_rng(3)
     x = rng.normal(size=(12, 3))
     y = np.tanh(x @ np.array([1.0, -0.5, 0.25]))[:, None]
     return flows.make_problem(
-        TwoLayer(m=6, d=3, alpha=0.5), flows.from_arrays(x, y), 1, dtype=dtype
+        TwoLayer(m=m, d=3, alpha=0.5), flows.from_arrays(x, y), 1, dtype=dtype
     )
 
 
@@ -147,7 +148,7 @@ _RUN = textwrap.dedent(
     class H(logging.Handler):
         def emit(self, rec):
             msg = rec.getMessage()
-            if "cache hit" in msg and "jit_solve_flow" in msg:
+            if "cache hit" in msg and "jit_flow_program" in msg:
                 hits.append(msg)
     logging.getLogger("jax._src.compiler").addHandler(H())
     logging.getLogger("jax._src.compiler").setLevel(logging.DEBUG)
@@ -184,7 +185,7 @@ def _run(folder, env_extra=None):
 
 def _entries(folder):
     return sorted(
-        p for p in os.listdir(folder) if p.startswith("jit_solve_flow-") and p.endswith("-cache")
+        p for p in os.listdir(folder) if p.startswith("jit_flow_program-") and p.endswith("-cache")
     )
 
 
@@ -281,3 +282,218 @@ def test_trim_removes_the_oldest_entries_and_nothing_else(tmp_path):
         [f"jit_f{i}-k{i}-{s}" for i in (3, 4, 5) for s in ("cache", "atime")]
         + ["notes-cache.txt", "sub-cache"]
     )
+
+
+# --- programs kept traced (jax.export entries beside JAX's cache) ----------------------
+
+
+def _flow_args(problem=None, max_steps=10_000, observables=None):
+    from flows._flow import FlowSettings
+    from flows._solvers import runtime_solver
+
+    problem = _problem() if problem is None else problem
+    settings = FlowSettings(
+        rtol=1e-7,
+        atol=1e-10,
+        max_steps=max_steps,
+        dt0=None,
+        count_evals=False,
+        progress=False,
+        observables=observables or _no_observables(),
+    )
+    solver, _ = runtime_solver(
+        _solvers.resolve_solver("tsit5", 1e-7, 1e-10, problem.n_params).solver
+    )
+    ts = jnp.linspace(0.0, 2.0, 9)
+    return (
+        settings.compile_settings(),
+        solver,
+        problem,
+        ts,
+        ts[jnp.array([0, -1])],
+        jnp.asarray(0.0),
+        jnp.asarray(2.0),
+        settings.tol(),
+    )
+
+
+def _no_observables():
+    from flows._arguments import no_observables
+
+    return no_observables
+
+
+def _plain(args):
+    from flows._flow import flow_program
+
+    with _compile.callback_free():
+        return eqx.filter_jit(flow_program).lower(*args).compile()(*args)
+
+
+def _assert_same(a, b):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    assert len(la) == len(lb) > 0
+    for x, y in zip(la, lb, strict=True):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x, y)
+
+
+def _entries_of(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(_compile.PROGRAM_SUFFIX))
+
+
+def test_a_persisted_program_gives_bit_for_bit_what_a_fresh_trace_gives(tmp_path, monkeypatch):
+    pytest.importorskip("flatbuffers")
+    from flows._flow import flow_program
+
+    args = _flow_args()
+    fresh = _plain(args)
+    written = _compile.persisted_program(flow_program, args, tmp_path)
+    assert written is not None
+    (entry,) = _entries_of(tmp_path)
+    assert entry.startswith("flow_program-")
+    _assert_same(written(*args), fresh)
+
+    # read back without tracing: exporting again would fail the test
+    def no_export(*a, **k):
+        raise AssertionError("traced again although the entry was there")
+
+    monkeypatch.setattr(jax.export, "export", no_export)
+    read = _compile.persisted_program(flow_program, args, tmp_path)
+    assert read is not None
+    _assert_same(read(*args), fresh)
+    # other run-time values (tolerances, θ(0)) through the same program
+    tight = (*args[:-1], flows._solvers.runtime_tolerances((1e-9, 1e-12)))
+    _assert_same(read(*tight), _plain(tight))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped byte", "foreign", "not an entry"])
+def test_a_damaged_entry_is_traced_again_with_one_warning(tmp_path, damage):
+    pytest.importorskip("flatbuffers")
+    from flows._flow import flow_program
+
+    args = _flow_args()
+    assert _compile.persisted_program(flow_program, args, tmp_path) is not None
+    (entry,) = _entries_of(tmp_path)
+    path = tmp_path / entry
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "flipped byte":
+        path.write_bytes(data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:])
+    elif damage == "foreign":  # a valid entry of another program under this key's name
+        other = _flow_args(max_steps=77)
+        sub = tmp_path / "other"
+        assert _compile.persisted_program(flow_program, other, sub) is not None
+        (o,) = _entries_of(sub)
+        path.write_bytes((sub / o).read_bytes())
+    else:
+        path.write_bytes(b"\x00garbage" * 64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = _compile.persisted_program(flow_program, args, tmp_path)
+    assert program is not None
+    lines = [str(w.message) for w in caught if "persistent cache" in str(w.message)]
+    assert len(lines) == 1 and entry in lines[0] and "\n" not in lines[0], lines
+    _assert_same(program(*args), _plain(args))
+    # rewritten whole: the next process reads it without a warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = _compile.persisted_program(flow_program, args, tmp_path)
+    assert again is not None and not [w for w in caught if "persistent" in str(w.message)]
+
+
+def test_an_unwritable_folder_warns_once_and_the_run_goes_on(tmp_path, monkeypatch):
+    pytest.importorskip("flatbuffers")
+    from flows._flow import flow_program
+
+    monkeypatch.setattr(_compile, "_WRITE_WARNED", False)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    args = _flow_args()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = _compile.persisted_program(flow_program, args, blocker / "programs")
+        assert program is not None
+        _assert_same(program(*args), _plain(args))
+        _compile.persisted_program(flow_program, _flow_args(max_steps=99), blocker / "programs")
+    lines = [str(w.message) for w in caught if "persistent cache" in str(w.message)]
+    assert len(lines) == 1 and "cannot write" in lines[0], lines
+
+
+def test_a_program_of_a_users_function_is_not_kept(tmp_path):
+    """The static part names a function of a module the key cannot vouch for (this test
+    module): the program is compiled as usual, nothing is written."""
+    from flows._flow import flow_program
+
+    args = _flow_args(observables=lambda p, th, t: {"n": jnp.sum(th["a"] ** 2)})
+    assert _compile.persisted_program(flow_program, args, tmp_path) is None
+    assert not tmp_path.exists() or not _entries_of(tmp_path)
+
+
+def test_the_key_changes_with_what_shapes_the_program():
+    from flows._flow import flow_program
+
+    def key(args):
+        dynamic, static = eqx.partition(args, eqx.is_array)
+        return _compile.program_key(flow_program, static, jax.tree_util.tree_leaves(dynamic))
+
+    base = _flow_args()
+    assert key(base) is not None and key(base) == key(_flow_args())
+    assert key(_flow_args(max_steps=11)) != key(base)  # a static setting
+    wider = _flow_args(problem=_problem(m=7))
+    assert key(wider) != key(base)  # a shape
+    # a closure's captured value (the stop condition's threshold) is part of the key
+    s1, s2 = (
+        (dataclasses.replace(base[0], stop=flows.stop_at_loss(v)), *base[1:]) for v in (1e-3, 1e-4)
+    )
+    assert key(s1) is not None and key(s1) != key(s2)
+    # weak types trace differently (a float32 solve with float64 tolerances)
+    strong = (*base[:-1], tuple(jnp.asarray(v, jnp.float64) for v in (1e-7, 1e-10)))
+    assert key(strong) != key(base)
+
+
+def test_simulate_with_kept_programs_gives_what_it_gives_without(tmp_path, monkeypatch):
+    pytest.importorskip("flatbuffers")
+    problem = _problem()
+    kw = dict(t1=2.0, rtol=1e-7, atol=1e-10, save_params="all", n_save=11)
+    monkeypatch.setattr(_compile, "_ENABLED", None)
+    monkeypatch.setattr(_solvers, "_COMPILED", {})
+    plain = flows.simulate(problem, **kw)
+    monkeypatch.setattr(_compile, "_ENABLED", tmp_path)
+    for _ in range(2):  # written, then read back (a fresh in-process cache each time)
+        monkeypatch.setattr(_solvers, "_COMPILED", {})
+        kept = flows.simulate(problem, **kw)
+        assert kept.stats.steps == plain.stats.steps
+        assert kept.stats.result is plain.stats.result
+        for a, b in zip(
+            (kept.loss, *kept.to_dataset().data_vars.values()),
+            (plain.loss, *plain.to_dataset().data_vars.values()),
+            strict=True,
+        ):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert len(_entries_of(tmp_path / _compile.PROGRAMS_DIR)) == 1
+
+
+def test_trim_counts_kept_programs_and_removes_stale_temporaries(tmp_path):
+    programs = tmp_path / _compile.PROGRAMS_DIR
+    programs.mkdir()
+    for i in range(4):
+        (tmp_path / f"jit_f{i}-k{i}-cache").write_bytes(b"x" * 100)
+        os.utime(tmp_path / f"jit_f{i}-k{i}-cache", (1000 + 2 * i, 1000 + 2 * i))
+        (programs / f"f-{i}{_compile.PROGRAM_SUFFIX}").write_bytes(b"y" * 100)
+        os.utime(programs / f"f-{i}{_compile.PROGRAM_SUFFIX}", (1001 + 2 * i, 1001 + 2 * i))
+    (programs / ".f-9-program.123.ab.tmp").write_bytes(b"z")
+    os.utime(programs / ".f-9-program.123.ab.tmp", (1000, 1000))
+    (programs / "a user's note").write_text("kept")
+    assert _compile.trim_cache(tmp_path, 800) == 0
+    assert not (programs / ".f-9-program.123.ab.tmp").exists()
+    assert _compile.trim_cache(tmp_path, 400) == 5  # 800 bytes down to 300: oldest first
+    assert sorted(p.name for p in programs.iterdir()) == [
+        "a user's note",
+        "f-2-program",
+        "f-3-program",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["jit_f3-k3-cache"]

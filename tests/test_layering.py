@@ -53,6 +53,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_report_simulate.py": {"flows._cli", "flows._report"},
         "tests/test_cli_start.py": {"flows._cli"},
         "tests/test_compile_cache.py": {
+            "flows._arguments",
             "flows._cli",
             "flows._compile",
             "flows._flow",
