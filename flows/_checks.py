@@ -338,6 +338,10 @@ def _notes(c: Check) -> str:
             parts.append(f"difference {e - c.margin:.2g} against the error bar ±{e:.2g}")
         else:
             parts.append(f"margin {c.margin:.2g}, numerical error ±{e:.2g}")
+    if c.kind == "limit" and c.error is not None and math.isfinite(c.error):
+        parts.append(f"rate's numerical error ±{c.error:.2g}")
+    if "companion_verdict" in c.values and c.error is None:
+        parts.append(f"same verdict on the {c.values.get('error_how', 'companion solve')}")
     if c.critical:
         parts.append("critical: " + "; ".join(c.critical))
     return "; ".join(parts)

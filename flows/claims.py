@@ -644,35 +644,50 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
     for c in checks:
         twins = by_key.get((c.claim, c.source))
         other = twins.pop(0) if twins else None
-        if other is not None and c.kind == "limit":
+        if other is None:
+            out.append(c)
+        elif c.kind == "limit":
             out.append(_limit_error_bars(c, other, how))
-            continue
-        if other is not None and c.margin is None:
+        elif c.margin is None:
             out.append(_tolerance_error_bars(c, other, how))
-            continue
-        if c.margin is None or other is None or "measured" not in c.values:
-            out.append(c)
-            continue
-        try:
-            err = abs(float(c.values["measured"]) - float(other.values["measured"]))
-            err += abs(float(c.values.get("bound", 0.0)) - float(other.values.get("bound", 0.0)))
-        except (TypeError, ValueError):
-            out.append(c)
-            continue
-        if not math.isfinite(err):
-            out.append(c)
-            continue
-        values = c.values | {"error": err, "error_how": how}
-        verdict, reason = c.verdict, c.reason
-        if verdict in (HOLDS, FAILS) and abs(c.margin) <= err:
-            verdict = UNDECIDED
-            reason = (
-                f"the margin {c.margin:.2g} is inside the numerical error ±{err:.2g} ({how}); "
-                f"decide with an error below {abs(c.margin):.2g} (a tighter rtol)"
-                + (f"; {reason}" if reason else "")
-            )
-        out.append(dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values))
+        else:
+            out.append(_margin_error_bars(c, other, how))
     return out
+
+
+def _margin_error_bars(c: Check, other: Check, how: str) -> Check:
+    """`with_error_bars` for a row judged with a margin (`Bound`, `Near`)."""
+    try:
+        err = abs(float(c.values["measured"]) - float(other.values["measured"]))
+        err += abs(float(c.values.get("bound", 0.0)) - float(other.values.get("bound", 0.0)))
+    except (KeyError, TypeError, ValueError):
+        return _same_verdict(c, other, how)
+    if not math.isfinite(err) or c.margin is None:
+        return _same_verdict(c, other, how)
+    values = c.values | {"error": err, "error_how": how}
+    verdict, reason = c.verdict, c.reason
+    if verdict in (HOLDS, FAILS) and abs(c.margin) <= err:
+        verdict = UNDECIDED
+        reason = (
+            f"the margin {c.margin:.2g} is inside the numerical error ±{err:.2g} ({how}); "
+            f"decide with an error below {abs(c.margin):.2g} (a tighter rtol)"
+            + (f"; {reason}" if reason else "")
+        )
+    return dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values)
+
+
+def _same_verdict(c: Check, other: Check, how: str) -> Check:
+    """A row with no number to put an error bar on: its verdict must be the companion's
+    (else `undecided (numerical)`); `values` records that it was compared
+    (`companion_verdict`, `error_how`)."""
+    values = c.values | {"companion_verdict": other.verdict, "error_how": how}
+    if c.verdict in (HOLDS, FAILS) and other.verdict != c.verdict:
+        reason = (
+            f"the verdict is {other.verdict!r} on the companion ({how}): decide with a tighter rtol"
+        )
+        reason += f"; {c.reason}" if c.reason else ""
+        return dataclasses.replace(c, verdict=UNDECIDED, reason=reason, values=values)
+    return dataclasses.replace(c, values=values)
 
 
 def _limit_error_bars(c: Check, other: Check, how: str) -> Check:
@@ -689,12 +704,7 @@ def _limit_error_bars(c: Check, other: Check, how: str) -> Check:
         ends = twin = []
     diffs = [abs(a - b) for a, b in zip(ends, twin, strict=True)]
     if not diffs or not all(math.isfinite(d) for d in diffs):
-        if c.verdict == other.verdict or c.verdict not in (HOLDS, FAILS):
-            return c
-        reason = (
-            f"the verdict is {other.verdict!r} on the companion ({how}): decide with a tighter rtol"
-        )
-        return dataclasses.replace(c, verdict=UNDECIDED, reason=f"{reason}; {c.reason}")
+        return _same_verdict(c, other, how)
     err = max(diffs)
     values = c.values | {"error": err, "error_how": how}
     verdict, reason = c.verdict, c.reason
@@ -735,8 +745,8 @@ def _tolerance_error_bars(c: Check, other: Check, how: str) -> Check:
         critical.append(Flip(text, f.name, f.value, f.at_least, f.default))
         if f.default is not None and abs(f.default - f.value) <= err:
             inside.append(f"{f.name} = {f.default:g} lies within ±{err:.2g} of the flip point")
-    if not errors and c.verdict == other.verdict:
-        return c
+    if not errors:
+        return _same_verdict(c, other, how)
     verdict, reason = c.verdict, c.reason
     if verdict in (HOLDS, FAILS) and (inside or other.verdict != c.verdict):
         why = "; ".join(inside) or f"the verdict is {other.verdict!r} on the companion"

@@ -331,13 +331,15 @@ def test_bias_row_gets_eta_error_bars_on_both_conditions():
     rows = [row(0.3, 0.22), row(0.3, 0.16), row(0.3, 0.13)]
     assert [r.verdict for r in rows] == ["fails", "fails", "holds"]
     (c,) = eta_error_bars([rows[-1]], [[r] for r in rows], etas, 0.05)
-    assert c.verdict == "undecided (numerical)" and "of the half" in c.reason
-    assert c.values["conditions"]["half"]["error"] == pytest.approx(0.03, rel=1e-6)
-    assert c.values["conditions"]["drop"]["eta0"] == pytest.approx(0.2)
+    assert c.verdict == "undecided (numerical)" and "of the with/2 − without" in c.reason
+    assert c.values["conditions"]["with/2 − without"]["error"] == pytest.approx(0.03, rel=1e-6)
+    assert c.values["conditions"]["drop with − without"]["eta0"] == pytest.approx(0.2)
     # both conditions clear by more than their errors: holds
     clear = [row(0.5, 0.1), row(0.5, 0.1), row(0.5, 0.1)]
     (c,) = eta_error_bars([clear[-1]], [[r] for r in clear], etas, 0.05)
-    assert c.verdict == "holds" and c.values["conditions"]["half"]["value"] == pytest.approx(0.15)
+    assert c.verdict == "holds" and c.values["conditions"]["with/2 − without"][
+        "value"
+    ] == pytest.approx(0.15)
 
 
 TINY = ex.Config(

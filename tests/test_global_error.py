@@ -111,7 +111,11 @@ def test_tolerance_rows_get_error_bars_on_their_flip_points():
     plain = Check.compare("x", "toy", holds=True, predicted="", measured="")
     flipped = Check.compare("x", "toy", holds=False, predicted="", measured="")
     assert with_error_bars([plain], [flipped], "companion")[0].verdict == UNDECIDED
-    assert with_error_bars([plain], [plain], "companion")[0] is plain  # nothing to add
+    same = with_error_bars([plain], [plain], "companion")[0]  # no number: the verdict compared
+    assert same.verdict == HOLDS and same.values == {
+        "companion_verdict": HOLDS,
+        "error_how": "companion",
+    }
     # a flip without its default gets the error bar but cannot be judged against it
     bare = Check.compare(
         "e",
@@ -155,4 +159,9 @@ def test_limit_rows_get_error_bars_on_their_rate():
     assert with_error_bars([grows], [row(0.3 - lo * 1.2)], "companion")[0].verdict == UNDECIDED
     # a companion that could not fit a rate: undecided only when its verdict differs
     nan_twin = dataclasses.replace(steep, values=steep.values | {"exponent": float("nan")})
-    assert with_error_bars([steep], [nan_twin], "companion")[0] is steep
+    kept = with_error_bars([steep], [nan_twin], "companion")[0]
+    assert (
+        kept.verdict == HOLDS and kept.values["companion_verdict"] == HOLDS and kept.error is None
+    )
+    lost = dataclasses.replace(nan_twin, verdict="not applicable")
+    assert with_error_bars([steep], [lost], "companion")[0].verdict == UNDECIDED

@@ -27,14 +27,17 @@ def main(argv: list[str]) -> int:
     from flows.experiments.base import _default
 
     name, why = argv
-    if name not in EXPERIMENTS:
-        print(f"unknown paper {name!r}; one of {sorted(EXPERIMENTS)}", file=sys.stderr)
+    record = json.loads(RECORD.read_text())
+    if name not in record["experiments"]:
+        print(
+            f"{name!r} is not in the record; one of {sorted(record['experiments'])}",
+            file=sys.stderr,
+        )
         return 2
     exp = EXPERIMENTS[name]
     with tempfile.TemporaryDirectory() as tmp:
         report = exp.run(exp.default_config(quick=True), Path(tmp), progress=False)
     checks = json.loads(json.dumps([c.to_dict() for c in report.checks], default=_default))
-    record = json.loads(RECORD.read_text())
     record["experiments"][name] = checks
     record["note"] = record["note"].rstrip() + " " + why.strip()
     RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")

@@ -36,8 +36,8 @@ def _conditions(c: Check, tol: float) -> list[tuple[str, float, float]] | None:
     if "with_bias" in v and "without_bias" in v and "spread" in v:
         w, wo = float(v["with_bias"]), float(v["without_bias"])
         return [
-            ("drop", w - wo, max(float(v["spread"]), tol)),
-            ("half", 0.5 * w - wo, 0.0),
+            ("drop with − without", w - wo, max(float(v["spread"]), tol)),
+            ("with/2 − without", 0.5 * w - wo, 0.0),
         ]
     return None
 
@@ -117,7 +117,7 @@ def eta_error_bars(
             f"{etas[-1]:g}) {values[-1]:.3g} ± {err:.2g}"
         )
         if len(fits) > 1:
-            note = f"{what} ({', '.join(n for n, _, _ in per_eta[-1])} checked): " + note
+            note = f"closest to flipping of its {len(fits)} conditions: {what}; " + note
         verdict, reason = c.verdict, c.reason
         if undecided:
             verdict = UNDECIDED

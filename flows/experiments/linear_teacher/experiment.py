@@ -239,23 +239,36 @@ def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
         ocfg = dataclasses.replace(cfg, outlier=tuple(chosen["outlier"]))
         # the main runs' observables: with outlier_n + 1 = n this run reuses their compile
         outlier, odata, flow_summary = osearch.flow_at(
-            cfg, chosen["radius"], chosen["angle_deg"], obs_kwargs, cfg.outlier_t1, obs=obs
+            cfg,
+            chosen["radius"],
+            chosen["angle_deg"],
+            obs_kwargs,
+            cfg.outlier_t1,
+            obs=obs,
+            global_error=True,
         )
     else:
-        outlier, odata = run_outlier(cfg, obs_kwargs, obs=obs)
+        outlier, odata = run_outlier(cfg, obs_kwargs, obs=obs, global_error=True)
     say(
         f"outlier geometry search ({len(grid)} geometries) and exact flow at "
         f"{tuple(round(c, 3) for c in ocfg.outlier)}: "
         f"{outlier.stats['sliding_entries']} sliding entries"
     )
     whole_run = check_outlier(outlier, odata, cfg.kink_cos)
+    thm61 = check_theorem61(outlier, odata, cfg, "outlier")
+    ge = outlier.global_error
+    if ge is not None and ge.companion is not None:  # the same rows on the companion solve
+        twin = [check_outlier(ge.companion, odata, cfg.kink_cos)]
+        twin.append(check_theorem61(ge.companion, odata, cfg, "outlier"))
+        how = f"companion solve at rtol/{ge.factor:g}"
+        whole_run, thm61 = with_error_bars([whole_run, thm61], twin, how)
     checks.append(
         check_outlier_search(grid, chosen, flow_summary, cfg, whole_run if chosen else None)
     )
     checks.append(whole_run)
     checks.append(_outlier_family(cfg, grid, chosen, outlier, obs_kwargs, obs))
     say(f"App. J family: {checks[-1].measured.split(' — ')[0]}")
-    checks.append(check_theorem61(outlier, odata, cfg, "outlier"))
+    checks.append(thm61)
     if cfg.outlier_gd:
         checks.append(
             check_outlier_gd(ocfg, lambda eta: run_outlier_gd(ocfg, obs_kwargs, eta), cfg.kink_cos)

@@ -110,13 +110,14 @@ def flow_at(
     t1: float,
     obs=None,
     seed: int | None = None,
+    global_error: bool = False,
 ):
-    """Stage 2: the exact flow at one geometry (`run_outlier`; `obs` and `seed` as there),
-    with a summary."""
+    """Stage 2: the exact flow at one geometry (`run_outlier`; `obs`, `seed` and
+    `global_error` as there), with a summary."""
     from .runs import run_outlier
 
     c = dataclasses.replace(cfg, outlier=outlier_point(radius, angle_deg))
-    traj, data = run_outlier(c, obs_kwargs, t1=t1, obs=obs, seed=seed)
+    traj, data = run_outlier(c, obs_kwargs, t1=t1, obs=obs, seed=seed, global_error=global_error)
     o = traj.observables
     return (
         traj,

@@ -192,12 +192,14 @@ def run_outlier(
     t1: float | None = None,
     obs=None,
     seed: int | None = None,
+    global_error: bool = False,
 ) -> tuple[Trajectory, SeparableData]:
     """The outlier data (App. J) by the exact flow (loss clock to `t1`, default
     `outlier_t1`; init scale default `small_init`; `cfg.n_save` saves). `obs`: the
     observables function (default `teacher_observables(**obs_kwargs)`); passing the main
     runs' one lets this run share their compilation when `outlier_n + 1 == n`. `seed`:
-    draws the Gaussians and the net's init (default: data seed 0, init key `cfg.seed`)."""
+    draws the Gaussians and the net's init (default: data seed 0, init key `cfg.seed`).
+    `global_error`: with its companion solve at tolerances 10× tighter."""
     data = outlier_data(cfg, 0 if seed is None else seed)
     init = cfg.small_init if init is None else init
     t1 = cfg.outlier_t1 if t1 is None else t1
@@ -211,6 +213,7 @@ def run_outlier(
         atol=cfg.atol,
         observables=teacher_observables(**obs_kwargs) if obs is None else obs,
         save_params="ends",
+        global_error=global_error,
     )
     traj.config["problem"] = described
     traj.config["experiment"] = {"name": NAME, "part": "outlier", "data": data.name}

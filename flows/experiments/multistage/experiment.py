@@ -88,13 +88,16 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
             f"(m = {cfg.target_m}, n = {cfg.target_n})",
             flush=True,
         )
-    targets = []
+    targets, twin_targets = [], []
     for target in cfg.targets:
-        traj_t, units_t = run_target(cfg, target)
+        traj_t, units_t = run_target(cfg, target, global_error=True)
         tcfg = dataclasses.replace(
             cfg, m=cfg.target_m, n=cfg.target_n, t1=cfg.target_t1, target=target
         )
         targets.append(target_metrics(traj_t, units_t, tcfg))
+        ge_t = traj_t.global_error
+        if ge_t is not None and ge_t.companion is not None:
+            twin_targets.append(target_metrics(ge_t.companion, units_t, tcfg))
     if progress:
         n_runs = len(cfg.sweep_m) * len(cfg.sweep_alpha) * len(cfg.sweep_seeds)
         print(f"[multistage] descent-time sweep of {n_runs} runs (d = {cfg.sweep_d})", flush=True)
@@ -112,9 +115,11 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     trend_checks = with_error_bars(trend_checks, check_trends(twin_rows, cfg, main_c3), how)
     checks = attach_trends(checks, rows, cfg)
     checks = [_split_trend(c, targets, cfg) for c in checks]
-    checks = EXPERIMENT.annotate(
-        checks + [check_targets(targets, cfg)] + sweep_checks + trend_checks, cfg
-    )
+    target_checks = [check_targets(targets, cfg)]
+    if targets and len(twin_targets) == len(targets):
+        how_t = f"every target run's companion solve at rtol/{GLOBAL_ERROR_FACTOR:g}"
+        target_checks = with_error_bars(target_checks, [check_targets(twin_targets, cfg)], how_t)
+    checks = EXPERIMENT.annotate(checks + target_checks + sweep_checks + trend_checks, cfg)
     outdir = OutputDir(Path(out) / NAME, FILES, NAME)
     try:
         title = f"m = {cfg.m}, α = {cfg.alpha}, {cfg.target}, {cfg.data} data"

@@ -57,9 +57,10 @@ def run_main(
     return traj, units
 
 
-def run_target(cfg: Config, target: str) -> tuple[Trajectory, Units]:
+def run_target(cfg: Config, target: str, *, global_error: bool = False) -> tuple[Trajectory, Units]:
     """One run of the paper's target figure: `target` on the paper's data (`target_n`
-    points), width `target_m`, horizon `target_t1`, the main run's α, seed and solver."""
+    points), width `target_m`, horizon `target_t1`, the main run's α, seed and solver;
+    `global_error`: with its companion solve."""
     tcfg = dataclasses.replace(
         cfg, m=cfg.target_m, n=cfg.target_n, t1=cfg.target_t1, target=target, data="paper"
     )
@@ -70,7 +71,7 @@ def run_target(cfg: Config, target: str) -> tuple[Trajectory, Units]:
     data = dataclasses.replace(
         data, name="paper-target-figure", meta={**data.meta, "target": target}
     )
-    return run_main(tcfg, data=data)
+    return run_main(tcfg, data=data, global_error=global_error)
 
 
 def stage_times(traj: Trajectory, units: Units, m: int, alpha: float, beta: float) -> dict:

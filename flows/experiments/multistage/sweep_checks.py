@@ -12,7 +12,7 @@ import numpy as np
 from flows import Check
 from flows.claims import MIN_SEEDS as LIMIT_MIN_SEEDS
 from flows.claims import MIN_WIDTHS as LIMIT_MIN_WIDTHS
-from flows.claims import Limit, Measured, Near
+from flows.claims import Limit, Measured, Near, flips_at
 
 from .checks import tolerance
 from .config import SOURCE, Config
@@ -113,6 +113,9 @@ def check_slope_alpha(rows: list[dict], cfg: Config) -> tuple[Check, float]:
         measured=f"{slope:.4g} (α = {list(cfg.sweep_alpha)})",
         assumptions="Assumptions 1–2 hold (whitened 1-D data, f₂)",
         values={"slope": slope, "predicted": pred, "T_d_means": means},
+        critical=(
+            flips_at("slope_tol", abs(slope - pred) / pred, at_least=True, default=cfg.slope_tol),
+        ),
     )
     return check, slope
 
