@@ -116,10 +116,18 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     checks += main
     high = None
     if cfg.highdim:
-        high, hdata = run_highdim(cfg, obs_kwargs)
+        high, hdata = run_highdim(cfg, obs_kwargs, global_error=True)
         say(f"high-dimensional (d = {cfg.highdim_d}) flow: {high.stats['steps']} steps")
-        checks.append(check_highdim({"d = 2": small, f"d = {cfg.highdim_d}": high}))
-        checks.append(check_theorem61(high, hdata, cfg, f"d = {cfg.highdim_d}"))
+        label = f"d = {cfg.highdim_d}"
+        rows = [check_highdim({"d = 2": small, label: high})]
+        rows.append(check_theorem61(high, hdata, cfg, label))
+        ge_h = high.global_error
+        if ge_h is not None and ge_h.companion is not None and ge_small is not None:
+            tight = ge_small.companion
+            twin = [check_highdim({"d = 2": tight or small, label: ge_h.companion})]
+            twin.append(check_theorem61(ge_h.companion, hdata, cfg, label))
+            rows = with_error_bars(rows, twin, f"companion solves at rtol/{ge_h.factor:g}")
+        checks += rows
     else:
         checks += highdim_skipped(cfg)
     extra["par"] = {
@@ -151,10 +159,15 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
 
     digit_runs = {}
     for pair in cfg.digits:
-        tr, _ = run_digits(cfg, pair)
+        tr, _ = run_digits(cfg, pair, global_error=True)
         name = f"{pair[0]}v{pair[1]}"
         digit_runs[name] = tr
-        checks.append(check_digits(name, tr, cfg))
+        row = check_digits(name, tr, cfg)
+        ge_d = tr.global_error
+        if ge_d is not None and ge_d.companion is not None:
+            twin = check_digits(name, ge_d.companion, cfg)
+            [row] = with_error_bars([row], [twin], f"companion solve at rtol/{ge_d.factor:g}")
+        checks.append(row)
         say(f"digits {name}: {tr.stats['steps']} steps")
     runs = {
         "small init": small,

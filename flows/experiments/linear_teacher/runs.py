@@ -284,7 +284,11 @@ def run_sgd(cfg: Config) -> list[dict]:
     return rows
 
 
-def run_digits(cfg: Config, pair) -> tuple[Trajectory, SeparableData]:
+def run_digits(
+    cfg: Config, pair, *, global_error: bool = False
+) -> tuple[Trajectory, SeparableData]:
+    """Two digits of scikit-learn's set (`pair`), logistic loss, exact flow on the loss
+    clock to `digits_t1`; `global_error`: with its companion solve."""
     data = digits_pair(*pair, seed=cfg.seed)
     assert data.test is not None  # digits_pair's default test_fraction 0.3 keeps a test split
     obs = teacher_observables(beta=cfg.beta, x_test=data.test.x, y_test=data.test.y)
@@ -300,16 +304,20 @@ def run_digits(cfg: Config, pair) -> tuple[Trajectory, SeparableData]:
         atol=cfg.atol,
         observables=obs,
         save_params="ends",
+        global_error=global_error,
     )
     return traj, data
 
 
-def run_highdim(cfg: Config, obs_kwargs: dict) -> tuple[Trajectory, SeparableData]:
+def run_highdim(
+    cfg: Config, obs_kwargs: dict, *, global_error: bool = False
+) -> tuple[Trajectory, SeparableData]:
     """App. I: symmetric Gaussians in d = `highdim_d` (mean·e₁), small init, exact flow to
-    `highdim_t1`."""
+    `highdim_t1`; `global_error`: with its companion solve."""
     data = symmetric_gaussians(cfg.n, cfg.highdim_d, mean=cfg.mean, seed=cfg.seed)
     obs = teacher_observables(teacher=data.teacher, **obs_kwargs)
-    return run_flow(cfg, data, cfg.small_init, obs, t1=cfg.highdim_t1), data
+    traj = run_flow(cfg, data, cfg.small_init, obs, t1=cfg.highdim_t1, global_error=global_error)
+    return traj, data
 
 
 def run_sgd_grid(cfg: Config) -> list[dict]:
