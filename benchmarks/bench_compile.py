@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 OUT = Path(__file__).parent / "results"
+#: Issue 33: a second run of COMMAND (warm cache) takes at most this many CPU seconds.
+TARGET_WARM_CPU_S = 3.0
 COMMAND = ["simulate", "multistage", "--m", "200", "--t1", "5", "--no-report", "--overwrite"]
 
 
@@ -98,7 +100,7 @@ def rtol_sweep() -> dict:
             traj = flows.simulate(problem, t1=5.0, rtol=rtol, atol=rtol * 1e-3)
             cpu.append(time.process_time() - t0)
             # a compilation takes seconds; a reused program is a dictionary lookup (~1e-5 s)
-            compiled += traj.stats.compile_s > 0.1
+            compiled += traj.stats["compile_s"] > 0.1
     return {
         "runs": len(cpu),
         "flow_programs_compiled": int(compiled),
@@ -110,7 +112,7 @@ def rtol_sweep() -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     import jax
@@ -144,7 +146,11 @@ def main() -> None:
         lines.append(
             f"| {k} | {c[k]['cpu_s']:.2f} | {c[k]['wall_s']:.2f} | {c[k]['cpu_s'] / base:.2f} |"
         )
+    warm = c["warm cache"]["cpu_s"]
     lines += [
+        "",
+        f"Issue 33's target for the warm command, ≤ {TARGET_WARM_CPU_S:g} CPU s end to end: "
+        f"**{'met' if warm <= TARGET_WARM_CPU_S else 'not met'}** ({warm:.2f}).",
         "",
         f"Cache folder after the warm run: {c['cache_folder']['files']} files, "
         f"{c['cache_folder']['bytes'] / 1024:.0f} kB, of which "

@@ -17,7 +17,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from ._errors import ConfigError, WriteError
 
@@ -31,10 +31,12 @@ __all__ = [
     "check_regular_or_absent",
     "hdf5_hazard",
     "lock_folder",
+    "netcdf_arrays_writable",
     "remove_stale_temporaries",
     "temporary_target",
     "write_atomic",
     "write_netcdf",
+    "write_netcdf_arrays",
 ]
 
 #: The lock file `lock_folder` keeps in a folder (never deleted: unlinking a lock file that
@@ -153,6 +155,111 @@ def write_netcdf(path: str | os.PathLike, ds, encoding: dict | None = None) -> P
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
+
+    return write_atomic(path, write)
+
+
+#: The array kinds `write_netcdf_arrays` writes itself (floats get a NaN `_FillValue`, as
+#: xarray gives them; integers none): `netcdf_arrays_writable` says no to anything else.
+_PLAIN_FLOATS = ("float32", "float64")
+_PLAIN_INTS = ("int8", "int16", "int32", "int64")
+
+
+def netcdf_arrays_writable(variables: dict, attrs: dict) -> bool:
+    """Whether `write_netcdf_arrays` writes these variables and attributes exactly as
+    xarray would (plain float and signed-integer arrays, text attributes, names without
+    `/`, one length per dimension, a variable named like a dimension only as its
+    coordinate); when not, build an xarray Dataset and use `write_netcdf` (which writes
+    the rest, or refuses it with xarray's message)."""
+    import numpy as np
+
+    sizes: dict[str, int] = {}
+    for name, (dims, arr, var_attrs) in variables.items():
+        if "/" in name or any("/" in d for d in dims) or len(dims) != np.ndim(arr):
+            return False
+        for dim, size in zip(dims, np.shape(arr), strict=True):
+            if sizes.setdefault(dim, size) != size:
+                return False
+        if np.asarray(arr).dtype.name not in _PLAIN_FLOATS + _PLAIN_INTS:
+            return False
+        if not all(isinstance(v, str) for v in var_attrs.values()):
+            return False
+    if any(name in sizes and dims != (name,) for name, (dims, _, _) in variables.items()):
+        return False
+    return all(isinstance(v, str) for v in attrs.values())
+
+
+def write_netcdf_arrays(
+    path: str | os.PathLike,
+    variables: dict[str, tuple[tuple[str, ...], Any, dict[str, str]]],
+    attrs: dict[str, str],
+    *,
+    compress: frozenset[str] | set[str] = frozenset(),
+    complevel: int = 4,
+) -> Path:
+    """Write plain arrays as netCDF-4 (h5netcdf) at `path`, atomically (`write_atomic`),
+    without xarray: the file `write_netcdf(path, xr.Dataset(...), encoding)` writes for the
+    same variables, attribute for attribute, with none of xarray's import cost (xarray
+    loads pandas, and with Dask installed `dask.array`, `scipy.fftpack` and `distributed`
+    on the way to a write: most of a short command's saving time).
+
+    **Arguments:** `variables`, `{name: (dims, array, attributes)}` in the order xarray
+    lists a Dataset's variables (data variables in insertion order, then coordinates);
+    `attrs`, the file's attributes; `compress`, the variables written with zlib at
+    `complevel` (xarray's `{"zlib": True, "complevel": complevel}` encoding). Only what
+    `netcdf_arrays_writable` accepts (else `ValueError`).
+
+    Like `write_netcdf`, the file is serialized in memory first and then written with
+    ordinary file writes (a full disk is a `WriteError`, never a crash in HDF5).
+
+    **Returns:** `path`, as a `Path`.
+    """
+    import io
+
+    import h5netcdf
+    import numpy as np
+
+    if not netcdf_arrays_writable(variables, attrs):
+        raise ValueError(
+            "write_netcdf_arrays writes float and signed-integer arrays with text "
+            "attributes only; build an xarray Dataset and use write_netcdf."
+        )
+    buf = io.BytesIO()
+    # the calls xarray's h5netcdf backend makes, in its order: file attributes, then the
+    # dimensions (in the order the variables name them), then every variable (created with
+    # its fill value, then its attributes), then the data
+    with h5netcdf.File(
+        buf, mode="w", invalid_netcdf=False, decode_vlen_strings=True, format="NETCDF4"
+    ) as f:
+        for key, value in attrs.items():
+            f.attrs[key] = value
+        sizes: dict[str, int] = {}
+        for dims, arr, _ in variables.values():
+            sizes |= dict(zip(dims, np.shape(arr), strict=True))
+        for dim, size in sizes.items():
+            f.dimensions[dim] = size
+        targets = []
+        for name, (dims, arr, var_attrs) in variables.items():
+            arr = np.asarray(arr)
+            kwargs: dict = {}
+            if arr.shape:  # xarray sets no filters or chunks on scalars
+                kwargs["chunks"] = None
+                if name in compress:
+                    kwargs.update(compression="gzip", compression_opts=complevel)
+            fill = arr.dtype.type(np.nan) if arr.dtype.name in _PLAIN_FLOATS else None
+            var = f.create_variable(
+                name, dimensions=dims, dtype=arr.dtype, fillvalue=fill, **kwargs
+            )
+            for key, value in var_attrs.items():
+                var.attrs[key] = value
+            targets.append((var, arr))
+        for var, arr in targets:
+            var[...] = arr
+    data = buf.getvalue()
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as out:
+            out.write(data)
 
     return write_atomic(path, write)
 

@@ -236,9 +236,10 @@ def _check_loss(loss_fn, out: jax.ShapeDtypeStruct, y) -> None:
         )
 
 
-def _check_targets(model, loss_fn, x, y, theta0):
+def _check_targets(model, loss_fn, x, y, out: tuple[int, ...]):
     """The targets as the loss needs them, per its `targets` kind (see `flows._losses`):
-    class labels in [0, k) (int), ±1 signs, or real values of the model's output shape."""
+    class labels in [0, k) (int), ±1 signs, or real values of the model's output shape
+    `out` (what `_check_model` found: the model is not traced again)."""
     kind = getattr(loss_fn, "targets", None)
     name = getattr(loss_fn, "__name__", repr(loss_fn))
     if kind is None:
@@ -247,7 +248,7 @@ def _check_targets(model, loss_fn, x, y, theta0):
         raise ConfigError(
             f"loss {name!r} declares targets={kind!r}; expected one of {TARGET_KINDS}."
         )
-    out = jax.eval_shape(model, theta0, jnp.asarray(x)).shape
+    out = tuple(out)
     n = x.shape[0]
     if kind == "classes":
         if len(out) != 2:
@@ -362,10 +363,12 @@ def make_problem(
     param_names(theta0)  # the names results will carry: refuse two leaves sharing one
     x = jnp.asarray(data.x, dtype=dt)
     out = _check_model(model, theta0, x)
-    y = _check_targets(model, loss_fn, data.x, data.y, theta0)
-    y = jnp.asarray(y)
-    if jnp.issubdtype(y.dtype, jnp.floating):
-        y = y.astype(dt)
+    y = _check_targets(model, loss_fn, data.x, data.y, out.shape)
+    # real targets in the problem's dtype, others as they are; the dtype is always named:
+    # `jnp.asarray` of a NumPy array without one, or a cast to the same dtype, runs a
+    # program of its own (one compile or cache read each, on every command)
+    y_dtype = y.dtype if hasattr(y, "dtype") else np.asarray(y).dtype
+    y = jnp.asarray(y, dtype=dt if jnp.issubdtype(y_dtype, jnp.floating) else y_dtype)
     _check_loss(loss_fn, out, y)
     return Problem(
         model=model,

@@ -66,10 +66,9 @@ import time
 import uuid
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import xarray as xr
 
 from ._errors import ConfigError
 from ._grid import (
@@ -103,6 +102,9 @@ from ._sweep_points import (
     load_sweep,
 )
 from ._trajectory import versions
+
+if TYPE_CHECKING:
+    import xarray as xr  # imported where used: `import flows` stays free of it
 
 __all__ = [
     "AbstractSweepSpec",

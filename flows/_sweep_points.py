@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import xarray as xr
 
 from ._errors import ConfigError
 from ._io import (
@@ -21,6 +20,8 @@ from ._io import (
 from ._trajectory import versions
 
 if TYPE_CHECKING:
+    import xarray as xr  # imported where used: `import flows` stays free of it
+
     from ._sweep import AbstractSweepSpec
 
 #: Format tag written into the manifest.
@@ -36,6 +37,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def _point_dataset(rec: dict, spec: AbstractSweepSpec) -> xr.Dataset:
+    import xarray as xr
+
     data = {k: (dims, np.asarray(rec[k], dtype=np.float64)) for k, dims in spec.variables().items()}
     ds = xr.Dataset(data, coords={d: np.arange(n) for d, n in spec.dims().items()})
     ds.attrs.update(
@@ -104,6 +107,8 @@ def _read_point(path: Path, spec: AbstractSweepSpec) -> tuple[dict | None, str |
     when it is unreadable, could read other files (`hdf5_hazard`), does not have the
     layout of a point of this sweep (`_point_schema`), or was written with other
     settings."""
+    import xarray as xr
+
     try:
         st = path.lstat()
         if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read; a link may lead out
@@ -166,6 +171,8 @@ def combine_records(spec: AbstractSweepSpec, records: Iterable[dict]) -> xr.Data
     """The labelled results of `records` on the grid axes (and the per-point dimensions):
     numbers first, then curves, then the texts; combinations without a record have NaN
     and status 'missing'. Attributes: experiment, format, settings (`config`), versions."""
+    import xarray as xr
+
     records = list(records)
     coords = {a.name: sorted({r[a.name] for r in records}) for a in spec.axes}
     index = {name: {v: i for i, v in enumerate(vals)} for name, vals in coords.items()}
@@ -207,6 +214,8 @@ def combine_records(spec: AbstractSweepSpec, records: Iterable[dict]) -> xr.Data
 def load_sweep(path) -> xr.Dataset:
     """A combined results file (sweep.nc), refused (`ConfigError`) if it could read other
     files (`hdf5_hazard`)."""
+    import xarray as xr
+
     path = Path(path)
     data = path.read_bytes()  # the bytes checked are the bytes parsed
     hazard = hdf5_hazard(io.BytesIO(data))

@@ -7,18 +7,21 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
-import xarray as xr
 
 from ._errors import ConfigError
+from ._io import netcdf_arrays_writable, write_netcdf, write_netcdf_arrays
 
 # the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
 from ._io import versions as versions
 from ._io import write_atomic as write_atomic
-from ._io import write_netcdf
 from ._stats import SolveStats, certificate
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = [
     "Trajectory",
@@ -219,34 +222,25 @@ class Trajectory:
             raise ValueError("no parameters were stored; rerun with save_params='ends' or 'all'.")
         return self.params[name][which]
 
-    def to_dataset(self) -> xr.Dataset:
-        """Labelled form: coordinate `time`; `loss(time)` and every observable; parameters on
-        `time` too (NaN at times where θ was not stored; `param_saved(time)` says where),
-        under their names in `params` (θ's pytree paths: `W`, `layer1.W`, `0`; see
-        `param_names`: the names the papers' contracts give, e.g. `b(time, class)`). An
-        observable named like a saved parameter is saved as `obs.<name>` (its `observable`
-        attribute giving the name), a parameter named like the data (`x`, `y`) as
-        `theta.<name>` (attribute `parameter`): nothing is overwritten."""
-        coords = {"time": self.times}
-        data = {}
-        renamed: dict[str, str] = {}
-        obs_renamed: dict[str, str] = {}
+    def _variables(self) -> tuple[dict[str, tuple[tuple[str, ...], np.ndarray, dict]], dict]:
+        """What `to_dataset` and `save` hold: the data variables `{name: (dims, array,
+        attributes)}` in order (the coordinate `time` is `times`), and the file's
+        attributes."""
+        variables: dict[str, tuple[tuple[str, ...], np.ndarray, dict]] = {}
         param_vars = set(self.params) if len(self.param_times) else set()
         for name, arr in self.observables.items():
             arr = np.asarray(arr)
             var = name if name not in param_vars or name in _CORE else f"obs.{name}"
             dims = ("time",) + tuple(f"{name}_{i}" for i in range(1, arr.ndim))
-            data[var] = (dims, arr)
-            if var != name:
-                obs_renamed[var] = name
+            variables[var] = (dims, arr, {"observable": name} if var != name else {})
         if len(self.param_times):
             idx = np.array([int(np.argmin(np.abs(self.times - t))) for t in self.param_times])
             if not np.allclose(self.times[idx], self.param_times, rtol=0, atol=1e-12):
                 raise ValueError("parameter save times must be among the observable save times")
             saved = np.zeros(len(self.times), dtype=np.int8)
             saved[idx] = 1
-            data["param_saved"] = (("time",), saved)
-            taken = set(data) | {"time", "x", "y"}
+            variables["param_saved"] = (("time",), saved, {})
+            taken = set(variables) | {"time", "x", "y"}
             for name, arr in self.params.items():
                 arr = np.asarray(arr)
                 full = np.full((len(self.times),) + arr.shape[1:], np.nan)
@@ -260,30 +254,60 @@ class Trajectory:
                         f"the parameter {name!r} and an observable both need the variable "
                         f"name {var!r}; rename the observable."
                     )
-                data[var] = (("time",) + tuple(dims), full)
-                if var != name:  # an observable (or the data) holds its own name
-                    renamed[var] = name
+                # an observable (or the data) holding its own name: say whose it is
+                variables[var] = (
+                    ("time",) + tuple(dims),
+                    full,
+                    {"parameter": name} if var != name else {},
+                )
         if "x" in self.data:
-            data["x"] = (("sample", "dim"), np.asarray(self.data["x"]))
+            variables["x"] = (("sample", "dim"), np.asarray(self.data["x"]), {})
             y = np.asarray(self.data["y"])
-            data["y"] = (("sample",) + tuple(f"y_{i}" for i in range(1, y.ndim)), y)
-        ds = xr.Dataset(data, coords=coords)
-        for var, name in renamed.items():
-            ds[var].attrs["parameter"] = name
-        for var, name in obs_renamed.items():
-            ds[var].attrs["observable"] = name
-        ds.attrs["config"] = json.dumps(self.config, default=str)
-        ds.attrs["stats"] = json.dumps(dict(self.stats), default=float)
-        ds.attrs["versions"] = json.dumps(versions())
+            variables["y"] = (("sample",) + tuple(f"y_{i}" for i in range(1, y.ndim)), y, {})
+        if "loss" in variables:
+            description = str(self.config.get("problem", {}).get("loss", ""))
+            variables["loss"][2]["description"] = description
+        attrs = {
+            "config": json.dumps(self.config, default=str),
+            "stats": json.dumps(dict(self.stats), default=float),
+            "versions": json.dumps(versions()),
+        }
         for key in ("method", "solver", "rtol", "atol", "learning_rate"):
             if key in self.config:
-                ds.attrs[key] = str(self.config[key])
-        if "loss" in ds:
-            ds["loss"].attrs["description"] = str(self.config.get("problem", {}).get("loss", ""))
+                attrs[key] = str(self.config[key])
+        return variables, attrs
+
+    def to_dataset(self) -> xr.Dataset:
+        """Labelled form: coordinate `time`; `loss(time)` and every observable; parameters on
+        `time` too (NaN at times where θ was not stored; `param_saved(time)` says where),
+        under their names in `params` (θ's pytree paths: `W`, `layer1.W`, `0`; see
+        `param_names`: the names the papers' contracts give, e.g. `b(time, class)`). An
+        observable named like a saved parameter is saved as `obs.<name>` (its `observable`
+        attribute giving the name), a parameter named like the data (`x`, `y`) as
+        `theta.<name>` (attribute `parameter`): nothing is overwritten."""
+        import xarray as xr
+
+        variables, attrs = self._variables()
+        data = {k: (dims, arr) for k, (dims, arr, _) in variables.items()}
+        ds = xr.Dataset(data, coords={"time": self.times})
+        for var, (_, _, var_attrs) in variables.items():
+            ds[var].attrs.update(var_attrs)
+        ds.attrs.update(attrs)
         return ds
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write netCDF (compressed) atomically: a crash never leaves a half-written file."""
+        """Write netCDF (compressed) atomically: a crash never leaves a half-written file.
+
+        The file is what `to_dataset().to_netcdf(engine="h5netcdf")` writes (every data
+        variable zlib-compressed at level 4), written without importing xarray
+        (`flows._io.write_netcdf_arrays`) when the run holds plain float and integer arrays
+        — xarray and what it loads (pandas; Dask's arrays and scheduler when installed)
+        cost a short command more than its solve. Anything else goes through xarray."""
+        variables, attrs = self._variables()
+        # xarray's order: the data variables, then the coordinate (written uncompressed)
+        plain = {**variables, "time": (("time",), np.asarray(self.times), {})}
+        if "time" not in variables and netcdf_arrays_writable(plain, attrs):
+            return write_netcdf_arrays(path, plain, attrs, compress=frozenset(variables))
         ds = self.to_dataset()
         encoding = {v: {"zlib": True, "complevel": 4} for v in ds.data_vars}
         return write_netcdf(path, ds, encoding)

@@ -30,11 +30,13 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
-import xarray as xr
+
+if TYPE_CHECKING:  # only annotations: the simulate command does not import xarray
+    import xarray as xr
 
 from flows import (
     AbstractSweepSpec,
