@@ -24,6 +24,18 @@
    from it. Its relative links (to files outside the site, relative to the repository
    root) become the path in code; a missing section or an empty selection fails the build
    with its name.
+
+4. Words and numbers kept whole. A browser may break a line inside a token at a hyphen,
+   a dash or other punctuation: `1e-⏎6`, `35–⏎66`, `kvaerno5-⏎cg`, `--⏎quick` (Material
+   lets inline code break anywhere). In each page's HTML, outside `<pre>` (code blocks
+   scroll), every whitespace-separated token of a text run with such a break opportunity
+   inside it (after a hyphen, a dash or `|`; before a bracket that follows punctuation) is
+   wrapped in `<span class="nw">` (`white-space: nowrap`, `docs/stylesheets/extra.css`):
+   a number, a range, a flag or a name is laid out on one line. Left to wrap as before:
+   ordinary compound words at a hyphen between two letters (`non-⏎increasing`, the usual
+   place to break one), and tokens longer than `KEEP_WHOLE` characters or with `/` or `_`
+   (paths and identifiers, which may not fit a line). `tests/test_browser.py` measures the
+   built pages in Chromium for tokens broken across lines.
 """
 
 from __future__ import annotations
@@ -48,6 +60,22 @@ _LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s]+)\)")
 _HEADING = re.compile(r"^(?P<level>#{1,6})\s+(?P<title>.+?)\s*$")
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d+\.)\s+\S")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+
+#: Longest token kept on one line (`keep_tokens_whole`); longer ones may wrap.
+KEEP_WHOLE = 40
+# a tag, a comment, or the text between them
+_HTML_PIECE = re.compile(r"(<!--.*?-->|<[^>]*>)", re.S)
+# elements whose text is left alone: code blocks (they scroll), scripts, styles, formulas
+_RAW = ("pre", "script", "style", "svg", "math", "textarea")
+_RAW_TAG = re.compile(r"<(/?)(" + "|".join(_RAW) + r")\b", re.I)
+_TOKEN = re.compile(r"[^\s]+")
+# where a browser may break inside a token (UAX #14): after a hyphen, a dash or a bar, and
+# before an opening bracket that follows punctuation (`".[dask]"`)
+_INNER = re.compile(r"(?<=.)(?:[-\u2010\u2013\u2014|]|[.,:;!?](?=[(\[{]))(?=.)")
+# ...except an ordinary compound word's hyphen between two letters
+_COMPOUND = re.compile(r"(?<=[^\W\d_])[-\u2010](?=[^\W\d_])")
+# punctuation around a token, which a browser does not break at
+_OUTER = re.compile(r"^[(\[{]+|[)\]}\"'\u201d\u2019.,;:!?]+$")
 
 
 class _ListSpacing(Preprocessor):
@@ -146,6 +174,34 @@ def _figures(markdown: str) -> list[str]:
     return [m.group("path").strip() for m in _FIGURE.finditer(markdown)]
 
 
+def _keep_whole(token: str) -> str:
+    if len(token) > KEEP_WHOLE or "/" in token or "_" in token:
+        return token
+    # entities (`&amp;`, `&lt;`) count as one character; opening brackets before the token,
+    # and closing ones, quotes and punctuation after it, are not inside it
+    core = _OUTER.sub("", re.sub(r"&#?\w+;", "x", token))
+    inner = {m.start() for m in _INNER.finditer(core)}
+    inner -= {m.start() for m in _COMPOUND.finditer(core)}
+    return f'<span class="nw">{token}</span>' if inner else token
+
+
+def keep_tokens_whole(html: str) -> str:
+    """`html` with each token at risk of a mid-token line break wrapped in
+    `<span class="nw">` (see the module docstring, 4)."""
+    out: list[str] = []
+    raw = 0
+    for piece in _HTML_PIECE.split(html):
+        if piece.startswith("<"):
+            if (m := _RAW_TAG.match(piece)) and not piece.endswith("/>"):
+                raw = max(0, raw - 1) if m.group(1) else raw + 1
+            out.append(piece)
+        elif raw or not piece.strip():
+            out.append(piece)
+        else:
+            out.append(_TOKEN.sub(lambda m: _keep_whole(m.group(0)), piece))
+    return "".join(out)
+
+
 @event_priority(100)  # before mkdocstrings reads the extension list
 def on_config(config):
     config.markdown_extensions.append(ListSpacing())
@@ -176,3 +232,7 @@ def on_page_markdown(markdown, page, config, files):
         return readme_section(m.group("heading").strip(), m.group("prefix") or None)
 
     return _FIGURE.sub(replace, _README.sub(include, markdown))
+
+
+def on_page_content(html, page, config, files):
+    return keep_tokens_whole(html)

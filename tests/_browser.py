@@ -31,7 +31,10 @@ LONG_TOKEN = 40
 # (a) overflow: the page's own horizontal scroll width, and every element reaching past
 #     the viewport's left or right edge that no ancestor clips or scrolls (overflow-x other
 #     than `visible`: the reports' `div.tw`, `pre`, an <svg>); only the outermost such
-#     element is listed.
+#     element is listed. Not counted: an off-canvas panel, i.e. an element inside (or
+#     being) a `position: fixed` box lying wholly beyond the left or right edge (the docs
+#     theme's navigation drawer below 1220 px, slid in by its menu button): fixed boxes do
+#     not scroll with the page, and nothing of it is cut off while it is shown.
 # (b) broken tokens: in each text block (CONTAINERS), the text of its inline content
 #     (across inline tags such as <code>, <sub>, <a> and <wbr>; split at <br>, at
 #     non-inline boxes and at nested blocks, which are measured on their own) is cut at
@@ -87,6 +90,14 @@ function overflow() {
       if (getComputedStyle(a).overflowX !== "visible") return true;
     return false;
   };
+  const offCanvas = el => {
+    for (let a = el; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).position !== "fixed") continue;
+      const r = a.getBoundingClientRect();
+      if (r.right <= 0.5 || r.left >= vw - 0.5) return true;
+    }
+    return false;
+  };
   const found = [];
   const flagged = new Set();
   for (const el of document.body.querySelectorAll("*")) {
@@ -94,7 +105,7 @@ function overflow() {
     const r = el.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) continue;
     if (r.right <= vw + 0.5 && r.left >= -0.5) continue;
-    if (clipped(el)) continue;
+    if (clipped(el) || offCanvas(el)) continue;
     let inner = false;
     for (let a = el.parentElement; a; a = a.parentElement) if (flagged.has(a)) inner = true;
     flagged.add(el);

@@ -4,7 +4,9 @@ wide, checked for two layout defects that parsing the HTML cannot see:
 - **horizontal overflow**: the page itself scrolls sideways
   (`documentElement.scrollWidth` > the viewport), or an element reaches past the viewport
   with no ancestor that scrolls or clips it. A wide table inside the reports' `div.tw`
-  wrapper (`overflow-x: auto`) scrolls in its wrapper and is fine.
+  wrapper (`overflow-x: auto`) scrolls in its wrapper and is fine, and so is an off-canvas
+  panel (a `position: fixed` box wholly beyond the edge, like the docs' navigation drawer
+  at 800 px, slid in by its menu button).
 - **words and numbers broken across lines**: in table cells, paragraphs, list items,
   headings, captions and summaries, every whitespace-separated token (its text may span
   inline tags such as `<code>` or `<sub>`) is measured with a DOM Range; a token whose
@@ -18,8 +20,13 @@ wide, checked for two layout defects that parsing the HTML cannot see:
 
 The pages: `report.html` of `flows check deep-linear --quick`, the `index.html` over that
 run (written by the index writer that `flows check all` uses: the command writes an index
-only for several papers), and `report.html` of a tiny `flows simulate deep-linear`. Every
-page is also saved as a full-page screenshot per width; a failure names the folder.
+only for several papers), and `report.html` of a tiny `flows simulate deep-linear`; and six
+pages of the documentation site, built once (`mkdocs build --strict` into a temporary
+folder, as `tests/test_docs.py` builds it; skipped without the `docs` extra): the home page,
+the solver guide, a paper page, the examples gallery, an API reference page and one
+rendered notebook (its code, text outputs and figures). Their wide
+tables and code blocks must scroll inside the content column, not clip or widen the page.
+Every page is also saved as a full-page screenshot per width; a failure names the folder.
 
 Marked `e2e` (deselected by default; `.ci/run` installs Chromium and runs them); skipped
 when no Chromium binary is found (`_browser.BROWSERS` on PATH). The measurement itself is
@@ -28,6 +35,7 @@ checked on a deliberately broken page (`test_the_measurement_finds_both_defects`
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -43,7 +51,18 @@ pytestmark = pytest.mark.e2e
 
 BINARY = browser()
 WIDTHS = (1400, 800)
-PAGES = ("check-report", "index", "simulate-report")
+REPORTS = ("check-report", "index", "simulate-report")
+#: Pages of the built documentation site, by name: their paths in the site.
+DOCS = {
+    "docs-home": "index.html",
+    "docs-solvers": "solvers/index.html",
+    "docs-paper": "papers/multistage/index.html",
+    "docs-gallery": "examples/index.html",
+    "docs-api": "api/simulate/index.html",
+    "docs-example": "examples/deep-linear/index.html",
+}
+PAGES = (*REPORTS, *DOCS)
+ROOT = Path(__file__).resolve().parent.parent
 
 needs_browser = pytest.mark.skipif(
     BINARY is None,
@@ -106,20 +125,46 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The documentation site, built once with warnings as errors into a temporary folder."""
+    if BINARY is None:
+        pytest.skip("no Chromium found on PATH")
+    for module in ("mkdocs", "mkdocstrings", "material"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"`{module}` is not installed (pip install '.[docs]' to build the site)")
+    out = tmp_path_factory.mktemp("site") / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr}"
+    return out
+
+
+@pytest.fixture(scope="module")
 def screenshots(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
 @pytest.fixture(scope="module")
-def layouts(pages, screenshots):
-    """`layouts(page, width)`: the page measured at that width, loaded once per module."""
+def layouts(request, screenshots):
+    """`layouts(page, width)`: the page measured at that width, loaded once per module (the
+    reports are made, or the site built, when a page of theirs is first asked for)."""
     cache: dict[tuple[str, int], Layout] = {}
+
+    def path(page: str) -> Path:
+        if page in DOCS:
+            return request.getfixturevalue("site") / DOCS[page]
+        return request.getfixturevalue("pages")[page]
 
     def get(page: str, width: int) -> Layout:
         if (page, width) not in cache:
             assert BINARY is not None
             cache[page, width] = measure(
-                pages[page], width, work=screenshots, binary=BINARY, name=page
+                path(page), width, work=screenshots, binary=BINARY, name=page
             )
         return cache[page, width]
 
@@ -179,6 +224,7 @@ _BAD_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
 <p style="width:8em">path /<wbr>tmp/<wbr>pytest-of-ci/<wbr>pytest-0/<wbr>check0/<wbr>index.html</p>
 <div class="tw"><table><tr>{wide}</tr></table></div>
 <table id="unwrapped"><tr>{wide}</tr></table>
+<nav style="position:fixed;top:0;left:-300px;width:280px">an off-canvas drawer</nav>
 </main></body></html>
 """
 
@@ -186,7 +232,8 @@ _BAD_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">
 @needs_browser
 def test_the_measurement_finds_both_defects(tmp_path):
     """A narrow table with `word-break: break-all` and a long number, and a wide table with
-    no scrolling wrapper (the same wide table inside `div.tw` is not reported), at 800 px."""
+    no scrolling wrapper (the same wide table inside `div.tw` is not reported, nor an
+    off-canvas drawer), at 800 px."""
     wide = "".join(f"<td>column{i}</td>" for i in range(120))
     page = tmp_path / "bad.html"
     page.write_text(_BAD_PAGE.format(wide=wide), encoding="utf-8")

@@ -12,6 +12,9 @@
   `docs/_griffe_comments.py`) and, in the built site, an entry of its own.
 - Every `flows` command has its page under "Command line", generated from the parser by
   `docs/_cli_pages.py` and listed in the nav: a new command fails here until it is listed.
+- Every notebook has its page under "Examples", rendered from the stored, executed notebook
+  by `docs/_notebooks.py` (figures extracted), with a card in the gallery; listed in the
+  nav likewise.
 - `mkdocs build --strict` (warnings are errors) builds the site into a temporary folder,
   offline; skipped, with the reason, when the `docs` extra is not installed. The built
   pages load nothing from another host (no web fonts, no CDN).
@@ -153,6 +156,26 @@ def test_list_spacing_preprocessor():
     assert "<li>" not in fenced
 
 
+def test_tokens_kept_whole():
+    # numbers, ranges, flags and names with a break opportunity inside are kept on one line
+    # (tests/test_browser.py measures the built pages); compound words, long tokens, paths
+    # and identifiers may wrap; code blocks, tags and attributes are left alone
+    keep = _hooks().keep_tokens_whole
+    html = (
+        "<p>rtol 1e-6, 35–66 steps, Runge–Kutta–Chebyshev, (<code>--quick</code>); "
+        'non-increasing /tmp/a-b x_y-1 AT&amp;T <a href="a-1">x-1</a> (60), h·ρ</p>'
+        "<pre><code>1e-6</code></pre><!-- a-1 -->"
+    )
+    assert keep(html) == (
+        '<p>rtol <span class="nw">1e-6,</span> <span class="nw">35–66</span> steps, '
+        '<span class="nw">Runge–Kutta–Chebyshev,</span> (<code><span class="nw">--quick</span>'
+        "</code>); non-increasing /tmp/a-b x_y-1 AT&amp;T "
+        '<a href="a-1"><span class="nw">x-1</span></a> (60), h·ρ</p><pre><code>1e-6</code></pre>'
+        "<!-- a-1 -->"
+    )
+    assert keep("<p>" + "1-" * 30 + "</p>") == "<p>" + "1-" * 30 + "</p>"  # too long
+
+
 def test_figure_markers(tmp_path, monkeypatch):
     hooks = _hooks()
     page = types.SimpleNamespace(file=types.SimpleNamespace(src_uri="papers/x.md"))
@@ -220,13 +243,18 @@ def test_comment_docstrings():
     assert comments.comment_docstring(["# plain comment", "Z = 3"], 2) is None
 
 
-def _cli_nav() -> set[str]:
-    """The pages the nav lists under "Command line" (mkdocs.yml)."""
+def _nav_section(title: str) -> set[str]:
+    """The pages the nav lists under the section `title` (mkdocs.yml)."""
     from mkdocs.utils.yaml import yaml_load
 
     nav = yaml_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
-    section = next(e["Command line"] for e in nav if isinstance(e, dict) and "Command line" in e)
+    section = next(e[title] for e in nav if isinstance(e, dict) and title in e)
     return {next(iter(e.values())) if isinstance(e, dict) else e for e in section}
+
+
+def _cli_nav() -> set[str]:
+    """The pages the nav lists under "Command line" (mkdocs.yml)."""
+    return _nav_section("Command line")
 
 
 def _unlisted(pages: dict[str, str]) -> list[str]:
@@ -263,6 +291,65 @@ def test_a_new_command_gets_a_page():
     assert "Draw a saved run." in pages["cli/plot.md"]
     assert "[`flows plot`](plot.md)" in pages["cli/index.md"]
     assert _unlisted(pages) == ["cli/plot.md"]
+
+
+def test_every_notebook_has_a_page():
+    nbs = _docs_module("_notebooks.py")
+    md, files = nbs.pages()
+    stems = [p.stem for p in nbs.notebooks()]
+    assert len(stems) >= 4
+    gallery = md["examples/index.md"]
+    for stem in stems:
+        name = stem.replace("_", "-")
+        page = md[f"examples/{name}.md"]
+        assert page.count("```python") >= 2 and f"({name}/figure-1.png)" in page, stem
+        assert f"examples/{name}.ipynb" in files and f"examples/{name}/figure-1.png" in files
+        assert f"]({name}.md)" in gallery, f"no gallery card for {stem}"
+        assert files[f"examples/{name}/figure-1.png"].startswith(b"\x89PNG")
+    assert gallery.count("-   [![") == len(stems)
+    unlisted = sorted(set(md) - _nav_section("Examples"))
+    assert not unlisted, f'list these pages in mkdocs.yml\'s nav under "Examples": {unlisted}'
+    assert _nav_section("Examples") <= set(md), "the nav lists an example that is not generated"
+
+
+def test_notebook_rendering(tmp_path):
+    """A small notebook: title, note, code, its text and figure outputs, the docs-path link."""
+    import base64
+    import json
+
+    nbs = _docs_module("_notebooks.py")
+    png = b"\x89PNG\r\n\x1a\n-not-really"
+    nb = {
+        "metadata": {"flows": {"gallery": {"description": "One sentence."}, "size": "full"}},
+        "cells": [
+            {"cell_type": "markdown", "source": ["# A title\n", "\n", "See `docs/solvers.md`."]},
+            {
+                "cell_type": "code",
+                "source": "print('```')",
+                "outputs": [
+                    {"output_type": "stream", "name": "stdout", "text": "\x1b[1m```\x1b[0m\n"},
+                    {
+                        "output_type": "display_data",
+                        "data": {"image/png": base64.b64encode(png).decode(), "text/plain": "F"},
+                    },
+                ],
+            },
+        ],
+    }
+    path = tmp_path / "my_example.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    r = nbs.render(path)
+    assert r.name == "my-example" and r.title == "A title"
+    assert r.markdown.index("# A title") < r.markdown.index('!!! note "From')
+    assert "[`docs/solvers.md`](../solvers.md)" in r.markdown
+    assert "````python\nprint('```')\n````" in r.markdown  # a fence longer than the code's
+    assert "````text\n```\n````" in r.markdown  # ANSI colour codes dropped
+    assert "![Figure 1 of A title](my-example/figure-1.png)" in r.markdown
+    assert r.files["examples/my-example/figure-1.png"] == png
+    del nb["metadata"]["flows"]["gallery"]
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    with pytest.raises(Exception, match="gallery.description"):
+        nbs.render(path)
 
 
 def test_mkdocs_build_strict(tmp_path):
@@ -309,6 +396,13 @@ def test_mkdocs_build_strict(tmp_path):
     for name in ("check", "simulate", "sweep", "derive"):
         page = (site / "cli" / name / "index.html").read_text(encoding="utf-8")
         assert f"usage: flows {name} [-h]" in page, name
+    # the examples: the gallery's cards and each notebook's page with its figures
+    gallery = (site / "examples" / "index.html").read_text(encoding="utf-8")
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        name = nb.stem.replace("_", "-")
+        assert f'href="{name}/"' in gallery, name
+        assert (site / "examples" / name / "figure-1.png").is_file(), name
+        assert "figure-1.png" in (site / "examples" / name / "index.html").read_text("utf-8")
     # search is built (its index holds the generated pages too)
     assert "usage: flows sweep" in (site / "search" / "search_index.json").read_text("utf-8")
     # offline: no page loads a script, stylesheet, font or image from another host
