@@ -35,11 +35,12 @@ from flows._nonsmooth._decision import (
     complementarity,
     decide,
     min_norm_sides,
+    solve_sides,
 )
 from flows._nonsmooth._loop import root
 from flows._nonsmooth._net import Net, Settings, layout_of
 from flows._nonsmooth._pattern import initial_pattern
-from flows._nonsmooth._sliding import damped_solve, with_jacobian
+from flows._nonsmooth._sliding import damped_solve, jac_columns, jac_rows, with_jacobian
 from flows.models.leaky import LeakyReLUNet
 
 ALPHA = 0.1
@@ -258,7 +259,8 @@ def test_more_pairs_at_a_kink_than_slots_stops_before_deciding(decider):
 @pytest.fixture(scope="module")
 def solvers():
     """(candidate pairs, used, active-set sides, still violated, complementarity (sides, λ,
-    converged), minimum-norm sides) at the event θ is at, compiled once."""
+    converged), minimum-norm sides, (the active set's λ, λ solved anew for its sides)) at
+    the event θ is at, compiled once."""
     pb = _problem(X, Y)
     _, static = eqx.partition(pb, eqx.is_array)
     layout, settings = layout_of(pb), _settings()
@@ -269,9 +271,10 @@ def solvers():
         net = Net.build(problem, settings, layout, TOLS)
         y = (problem.theta0, jnp.zeros(()), jnp.zeros(()))
         ev = candidates(net, y, initial_pattern(net, problem.theta0))
-        side, start, still_bad = active_set(net, ev)
+        side, start, still_bad, lam_as = active_set(net, ev)
         mcp = complementarity(net, ev, start)
-        return ev.idx, ev.on, side, still_bad, mcp, min_norm_sides(net, ev)
+        solved = (lam_as, solve_sides(net, ev, side, start)[0])
+        return ev.idx, ev.on, side, still_bad, mcp, min_norm_sides(net, ev), solved
 
     def call(x, y):
         dynamic, _ = eqx.partition(_problem(x, y), eqx.is_array)
@@ -300,7 +303,9 @@ def test_active_set_and_complementarity_solve_agree_with_the_hand_enumeration(so
     unresolved) — never a wrong decision reported as converged."""
     x, y = _coupled(case)
     [(sides, lam)] = _filippov_by_enumeration(x, y)
-    idx, on, side, still_bad, (side_c, lam_c, ok), _ = solvers(x, y)
+    idx, on, side, still_bad, (side_c, lam_c, ok), _, (lam_as, lam_new) = solvers(x, y)
+    # the decision reuses the active set's λ instead of solving its sides again: the same
+    np.testing.assert_array_equal(lam_as, lam_new)
     used = on.astype(bool)
     order = np.argsort(idx[used])
     assert list(idx[used][order]) == [0, 3] and not still_bad
@@ -318,7 +323,7 @@ def test_minimum_norm_fallback_is_the_filippov_solution_on_attractive_kinks(solv
     """For one hidden layer with both pairs sliding (attractive kinks) the minimum-norm
     element of the Clarke subdifferential is the Filippov solution."""
     x, y = _coupled("both slide")
-    idx, on, *_, side_n = solvers(x, y)
+    idx, on, *_, side_n, _ = solvers(x, y)
     used = on.astype(bool)
     assert sorted(idx[used]) == [0, 3] and np.all(side_n[used] == 2)
 
@@ -383,3 +388,28 @@ def test_root_finder_brackets_the_crossing_from_the_far_side():
     b, evals = jax.jit(lambda a, b: root(net, fn, a, b, fn(a), fn(b)))(0.0, 1.0)
     assert float(fn(b)) <= 0 and 0 <= float(b) - root_at <= 1e-12
     assert 0 < int(evals) < 20
+
+
+@pytest.mark.parametrize("used", [(), (0,), (1, 4), (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)])
+def test_jacobian_over_the_used_slots_only(used):
+    """`jac_columns`/`jac_rows` (the Jacobians of the sliding systems, in chunks over the
+    slots in use) equal jax.jacfwd/jax.jacrev in the used columns/rows and are zero in the
+    others, for used sets smaller than, equal to and larger than a chunk, in any order."""
+    K = 11
+    rng = np.random.default_rng(0)
+    W = jnp.asarray(rng.normal(size=(K, 5)))
+    x = jnp.asarray(rng.normal(size=K))
+    on = jnp.asarray(np.isin(np.arange(K), used)[::-1].copy())  # used at the end
+
+    def f(v):  # (K,) → (5,)
+        return jnp.tanh(v @ W) * jnp.sum(v**2)
+
+    Jc = jac_columns(f, x, on)
+    np.testing.assert_allclose(Jc, jnp.where(on[None, :], jax.jacfwd(f)(x), 0.0), rtol=1e-14)
+    y = jnp.asarray(rng.normal(size=5))
+
+    def g(v):  # (5,) → (K,)
+        return jnp.sin(W @ v) * jnp.sum(v)
+
+    Jr = jac_rows(g, y, on)
+    np.testing.assert_allclose(Jr, jnp.where(on[:, None], jax.jacrev(g)(y), 0.0), rtol=1e-14)

@@ -29,7 +29,7 @@ from jax.flatten_util import ravel_pytree
 
 from ._net import BOX_TOL, Net
 from ._pattern import affine, box, layer_scales, loss_pat, sliding_mask, zdot_all, zdot_z
-from ._sliding import damped_solve, margins, slaved, with_jacobian
+from ._sliding import damped_solve, jac_columns, margins, slaved, with_jacobian
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -163,7 +163,7 @@ def _equivalent_control_k(net: Net, ev: Event, on_k, lam0, fix):
 
     def newton(lam_k):
         r = zdot_s(lam_k)
-        J = jax.jacfwd(zdot_s)(lam_k)
+        J = jac_columns(zdot_s, lam_k, on_k)
         J = jnp.where(on_k[:, None] & on_k[None, :], J, eye)
         return lam_k - damped_solve(J, r, on_k)
 
@@ -187,7 +187,7 @@ def violation(net: Net, ev: Event, side, start):
 def fix_one(net: Net, ev: Event, carry):
     """One step of the active-set iteration: the worst violator moves to another side."""
     sl_l, sl_r = ev.sl_l, ev.sl_r
-    side, start, it, _ = carry
+    side, start, it, _, _ = carry
     v, lam_all = violation(net, ev, side, start)
     worst = jnp.argmax(v)
     bad = v[worst] > 0
@@ -217,7 +217,8 @@ def fix_one(net: Net, ev: Event, carry):
         None,
     )
     side = jnp.where(bad, side.at[worst].set(new), side)
-    return side, start, it + 1, bad
+    # λ under the sides and starts this step was given: unchanged ones where it settled
+    return side, start, it + 1, bad, lam_all
 
 
 def own_condition(net: Net, ev: Event, side, start, j, guess):
@@ -278,18 +279,20 @@ def bracketed_start(net: Net, ev: Event, side, start, j):
 
 
 def active_set(net: Net, ev: Event):
-    """(sides, Newton starts, still violated) after the one-pair-at-a-time iteration
-    (at most 2K + 2 moves)."""
+    """(sides, Newton starts, still violated, λ) after the one-pair-at-a-time iteration
+    (at most 2K + 2 moves). Where it settled (not still violated), λ is
+    `solve_sides(net, ev, sides, starts)[0]`: its last step checked exactly those sides
+    and changed nothing."""
     C, K = net.C, ev.K
     # Newton starts: the current λ of pairs that slide now, the box middles otherwise
     start0 = jnp.concatenate([0.5 * (ev.blo[:C] + ev.bhi[:C]), jnp.clip(ev.lam, ev.lo_s, ev.hi_s)])
     start0 = jnp.where(ev.on, start0, 0.0)
-    side, start, _, still_bad = jax.lax.while_loop(
+    side, start, _, still_bad, lam_all = jax.lax.while_loop(
         lambda c: c[3] & (c[2] < 2 * K + 2),
         functools.partial(fix_one, net, ev),
-        (ev.side0, start0, jnp.int32(0), jnp.bool_(True)),
+        (ev.side0, start0, jnp.int32(0), jnp.bool_(True), jnp.zeros_like(start0)),
     )
-    return side, start, still_bad
+    return side, start, still_bad, lam_all
 
 
 def _sides_of(ev: Event, lam):
@@ -314,7 +317,7 @@ def min_norm_sides(net: Net, ev: Event):
         return ravel_pytree(jax.grad(functools.partial(loss_pat, net))(ev.theta, A, S))[0]
 
     g0 = grad_of(lam_c)
-    G = jnp.where(all_on[None, :], jax.jacfwd(grad_of)(lam_c), 0.0)
+    G = jac_columns(grad_of, lam_c, all_on)
     Q = G.T @ G
     c = G.T @ (g0 - G @ lam_c)
     qd = jnp.maximum(jnp.diag(Q), net.tiny)
@@ -371,7 +374,7 @@ def complementarity(net: Net, ev: Event, start):
         lam, it, _ = c
         r, f = resid(lam)
         free = all_on & (lam - f > blo) & (lam - f < bhi)
-        JF = jax.jacfwd(F)(lam)
+        JF = jac_columns(F, lam, all_on)
         Jr = jnp.where(free[:, None], JF, eye)
         d = -damped_solve(Jr, r)
         n0 = jnp.sum(r * r)
@@ -404,14 +407,16 @@ def complementarity(net: Net, ev: Event, start):
     return _sides_of(ev, lam), lam, ok
 
 
-def new_pattern(net: Net, y, ev: Event, side, start, unresolved):
+def new_pattern(net: Net, y, ev: Event, side, start, unresolved, lam_all=None):
     """The pattern after the event (pieces written, sliding pairs compacted into the M
-    slots, every pair starting with a positive margin) and the event's counts."""
+    slots, every pair starting with a positive margin) and the event's counts. `lam_all`:
+    `solve_sides(net, ev, side, start)[0]` where the caller has it (else solved here)."""
     C, M, P = net.C, net.M, net.P
     theta = y[0]
     piece, off, on = ev.pat[0], ev.pat[1], ev.pat[4]
     all_idx, all_on, all_kink = ev.idx, ev.on, ev.kink
-    lam_all, _ = solve_sides(net, ev, side, start)
+    if lam_all is None:
+        lam_all, _ = solve_sides(net, ev, side, start)
     new_piece_c = jnp.where(side == 0, all_kink, all_kink + 1)
     slide = all_on & (side == 2)
     # non-candidate sliding slots that stayed: keep; write pieces for the others
@@ -469,7 +474,7 @@ def new_pattern(net: Net, y, ev: Event, side, start, unresolved):
 def decide(net: Net, y, pat):
     """(the pattern after the event at state y, the event's counts and diagnostics)."""
     ev = candidates(net, y, pat)
-    side, start, still_bad = active_set(net, ev)
+    side, start, still_bad, lam_as = active_set(net, ev)
     side_m, lam_m, mcp_ok = jax.lax.cond(
         still_bad,
         lambda _: complementarity(net, ev, start),
@@ -482,4 +487,11 @@ def decide(net: Net, y, pat):
     side = jax.lax.cond(still_bad_m, lambda _: min_norm_sides(net, ev), lambda _: side, None)
     # the new pattern
     start = jnp.where(still_bad_m, jnp.where(ev.on, 0.5 * (ev.blo + ev.bhi), 0.0), start)
-    return new_pattern(net, y, ev, side, start, still_bad_m)
+    # where the active set settled, its last step solved these sides already (most events)
+    lam_all = jax.lax.cond(
+        still_bad,
+        lambda _: solve_sides(net, ev, side, start)[0],
+        lambda _: lam_as,
+        None,
+    )
+    return new_pattern(net, y, ev, side, start, still_bad_m, lam_all)

@@ -23,6 +23,54 @@ def damped_solve(J: jax.Array, r: jax.Array, on: jax.Array | None = None) -> jax
     return J.T @ jnp.linalg.solve(G, r)
 
 
+#: Jacobian columns (or rows) computed together in one pass of `jac_columns`/`jac_rows`:
+#: the work follows the slots in use (in chunks of this many), not the slots compiled.
+JAC_CHUNK = 8
+
+
+def jac_columns(f, x: jax.Array, on: jax.Array) -> jax.Array:
+    """∂f/∂x (f(x) of shape (N,), x (K,)) in the columns `on`, 0 in the others: forward
+    mode over the used columns only, `JAC_CHUNK` at a time, so padded slots cost nothing
+    (`jax.jacfwd` would push a tangent through every one of the K)."""
+    K = x.shape[0]
+    B = min(JAC_CHUNK, K)
+    order = jnp.argsort(~on, stable=True)  # the used columns first
+    n = jnp.sum(on)
+    out = jax.eval_shape(f, x)
+    J0 = jnp.zeros((*out.shape, K), out.dtype)
+
+    def chunk(c, J):
+        pos = c * B + jnp.arange(B)
+        valid = pos < n
+        cols = order[jnp.minimum(pos, K - 1)]
+        tangents = jnp.where(valid[:, None], jax.nn.one_hot(cols, K, dtype=x.dtype), 0.0)
+        Jc = jax.vmap(lambda t: jax.jvp(f, (x,), (t,))[1])(tangents)  # (B, N)
+        return J.at[..., jnp.where(valid, cols, K)].set(jnp.moveaxis(Jc, 0, -1), mode="drop")
+
+    return jax.lax.fori_loop(0, (n + B - 1) // B, chunk, J0)
+
+
+def jac_rows(f, x: jax.Array, on: jax.Array) -> jax.Array:
+    """∂f/∂x (f(x) of shape (M,), x (N,)) in the rows `on`, 0 in the others: reverse mode
+    over the used rows only, `JAC_CHUNK` at a time (`jax.jacrev` pulls back all M)."""
+    M = on.shape[0]
+    B = min(JAC_CHUNK, M)
+    order = jnp.argsort(~on, stable=True)
+    n = jnp.sum(on)
+    _, pull = jax.vjp(f, x)
+    J0 = jnp.zeros((M, x.shape[0]), x.dtype)
+
+    def chunk(c, J):
+        pos = c * B + jnp.arange(B)
+        valid = pos < n
+        rows = order[jnp.minimum(pos, M - 1)]
+        cot = jnp.where(valid[:, None], jax.nn.one_hot(rows, M, dtype=x.dtype), 0.0)
+        Jr = jax.vmap(lambda u: pull(u)[0])(cot)  # (B, N)
+        return J.at[jnp.where(valid, rows, M)].set(Jr, mode="drop")
+
+    return jax.lax.fori_loop(0, (n + B - 1) // B, chunk, J0)
+
+
 def sq(tree) -> jax.Array:
     return sum((jnp.sum(v * v) for v in jax.tree_util.tree_leaves(tree)), jnp.zeros(()))
 
@@ -56,7 +104,7 @@ def slaved(net: Net, theta, pat, lam):
 
     def with_sliding(_):
         i = jnp.where(on, idx, 0)
-        Jz = jnp.where(on[:, None], jax.jacrev(lambda vf: z_of(vf)[i])(flat), 0.0)
+        Jz = jac_rows(lambda vf: z_of(vf)[i], flat, on)
         order = jnp.argsort(jnp.where(on, net.layer_of[i], net.n_layers))  # upstream first
 
         def gs(k, c):
@@ -102,7 +150,7 @@ def sliding_jacobian(net: Net, theta, pat, warm):
     eye = jnp.eye(M, dtype=net.dtype)
 
     def jac_at(lam):
-        J = jax.jacfwd(lambda lm: zdot_sliding(net, theta, pat, lm))(lam)
+        J = jac_columns(lambda lm: zdot_sliding(net, theta, pat, lm), lam, on)
         return jnp.where(on[:, None] & on[None, :], J, eye)
 
     def solve(_):
@@ -130,9 +178,9 @@ def project(net: Net, theta, pat):
 
     def proj(_):
         r = z_s(flat)
-        Jz = jax.jacrev(z_s)(flat)  # (M, n_params)
+        Jz = jac_rows(z_s, flat, on)  # (M, n_params), 0 in the unused slots
         # damped least squares: dependent (redundant) kink normals are allowed
-        return unravel(flat - damped_solve(jnp.where(on[:, None], Jz, 0.0), r))
+        return unravel(flat - damped_solve(Jz, r))
 
     return jax.lax.cond(jnp.any(on), proj, lambda _: theta, None)
 
@@ -167,18 +215,16 @@ def field_parts(net: Net, theta, pat):
     """(∇L under the pattern, λ of the sliding pairs)."""
     M, dtype = net.M, net.dtype
     on = pat[4]
-    grad = jax.grad(functools.partial(loss_pat, net))
-
-    def with_sliding(_):
-        lam = equivalent_control(net, theta, pat)
-        A, S = affine(net, pat, lam)
-        return grad(theta, A, S), lam
-
-    def without(_):
-        A, S = affine(net, pat, jnp.zeros((M,), dtype))
-        return grad(theta, A, S), jnp.zeros((M,), dtype)
-
-    return jax.lax.cond(jnp.any(on), with_sliding, without, None)
+    # one gradient after the cond, not one in each branch: the field is inlined at every
+    # stage of the step, and each copy is compiled
+    lam = jax.lax.cond(
+        jnp.any(on),
+        lambda _: equivalent_control(net, theta, pat),
+        lambda _: jnp.zeros((M,), dtype),
+        None,
+    )
+    A, S = affine(net, pat, lam)
+    return jax.grad(functools.partial(loss_pat, net))(theta, A, S), lam
 
 
 def rate(net: Net, y, theta, pat):
