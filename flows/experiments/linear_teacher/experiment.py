@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows import Trajectory, plugin
+from flows import GLOBAL_ERROR_FACTOR, Trajectory, plugin
 from flows.claims import Reference, with_error_bars
 from flows.plugin import Flag, grid_type
 
@@ -293,7 +293,7 @@ def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
 def _outlier_family(cfg: Config, grid: list[dict], chosen, outlier, obs_kwargs: dict, obs):
     """App. J over its family: the exact flow at every separable geometry of the search
     grid × `cfg.outlier_family_seeds` (the chosen geometry's seed-0 run is the outlier run
-    already made)."""
+    already made); every flow with its companion solve, the row judged again on those."""
     runs, excluded = [], []
     for row in grid:
         where = f"r = {row['radius']:g}, {row['angle_deg']:g}°"
@@ -310,7 +310,14 @@ def _outlier_family(cfg: Config, grid: list[dict], chosen, outlier, obs_kwargs: 
                 excluded.append(f"{label} (not linearly separable)")
                 continue
             traj, _, _ = osearch.flow_at(
-                cfg, row["radius"], row["angle_deg"], obs_kwargs, cfg.outlier_t1, obs, seed
+                cfg,
+                row["radius"],
+                row["angle_deg"],
+                obs_kwargs,
+                cfg.outlier_t1,
+                obs,
+                seed,
+                global_error=True,
             )
             runs.append((label, traj))
     family = (
@@ -320,7 +327,17 @@ def _outlier_family(cfg: Config, grid: list[dict], chosen, outlier, obs_kwargs: 
         f"{', '.join(f'{a:g}' for a in cfg.search_angles)}°) × seeds "
         f"{list(cfg.outlier_family_seeds)} (data and init), init {cfg.small_init:g}"
     )
-    return check_outlier_family(runs, excluded, cfg.kink_cos, family)
+    row = check_outlier_family(runs, excluded, cfg.kink_cos, family)
+    twins = [
+        (label, tr.global_error.companion)
+        for label, tr in runs
+        if tr.global_error is not None and tr.global_error.companion is not None
+    ]
+    if runs and len(twins) == len(runs):
+        twin = check_outlier_family(twins, excluded, cfg.kink_cos, family)
+        how = f"every flow's companion solve at rtol/{GLOBAL_ERROR_FACTOR:g}"
+        [row] = with_error_bars([row], [twin], how)
+    return row
 
 
 def _final_values(runs: dict) -> dict:
