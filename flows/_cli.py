@@ -373,7 +373,12 @@ def _simulate_page(exp, traj, stages: list[tuple[str, float, str]], wall_s: floa
             finals=finals,
             descriptions={k: v for k, v in described.items() if k in traj.observables},
             final_time=t_end,
-            left_out={k: v for k, v in left_out.items() if k in traj.observables},
+            left_out={
+                k: v
+                for k, v in left_out.items()
+                # the engine's bookkeeping is in trajectory.nc where θ was saved
+                if k in traj.observables or (k in ENGINE_LEFT_OUT and len(traj.param_times))
+            },
             stages=shown,
             wall_s=sum(t for _, t, _ in shown) if shown else wall_s,
             command=_command(),
