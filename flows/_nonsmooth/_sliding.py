@@ -211,18 +211,21 @@ def lam_mid(net: Net, pat):
     return jnp.where(on, 0.5 * (lo + hi), 0.0)
 
 
-def field_parts(net: Net, theta, pat):
-    """(∇L under the pattern, λ of the sliding pairs)."""
-    M, dtype = net.M, net.dtype
-    on = pat[4]
-    # one gradient after the cond, not one in each branch: the field is inlined at every
-    # stage of the step, and each copy is compiled
-    lam = jax.lax.cond(
-        jnp.any(on),
+def sliding_lam(net: Net, theta, pat):
+    """λ of the sliding pairs (`equivalent_control`), zeros when none slides."""
+    return jax.lax.cond(
+        jnp.any(pat[4]),
         lambda _: equivalent_control(net, theta, pat),
-        lambda _: jnp.zeros((M,), dtype),
+        lambda _: jnp.zeros((net.M,), net.dtype),
         None,
     )
+
+
+def field_parts(net: Net, theta, pat):
+    """(∇L under the pattern, λ of the sliding pairs)."""
+    # one gradient after the cond, not one in each branch: the field is inlined at every
+    # stage of the step, and each copy is compiled
+    lam = sliding_lam(net, theta, pat)
     A, S = affine(net, pat, lam)
     return jax.grad(functools.partial(loss_pat, net))(theta, A, S), lam
 
@@ -252,14 +255,8 @@ def vector_field(net: Net, s, y, pat):
 
 def margins(net: Net, theta, pat):
     """(φ, z, per-pair margins, sliding λ-margins): φ > 0 while nothing switches."""
-    M, dtype = net.M, net.dtype
     piece, off, idx, kink, on = pat[:5]
-    lam = jax.lax.cond(
-        jnp.any(on),
-        lambda _: equivalent_control(net, theta, pat),
-        lambda _: jnp.zeros((M,), dtype),
-        None,
-    )
+    lam = sliding_lam(net, theta, pat)
     A, S = affine(net, pat, lam)
     z = preacts(net, theta, A, S)
     m = jnp.minimum(z - net.lo[piece], net.hi[piece] - z) + off
