@@ -83,13 +83,25 @@ def _answer_without_jax(argv: list[str]) -> int | None:
 
 
 def _say_starting(argv: list[str]) -> None:
-    """`flows check` (the long command) says it has started before the seconds of imports:
-    one line on stderr (stdout stays clean for `--format json`)."""
-    if argv[:1] == ["check"] and not {"-h", "--help"} & set(argv):
-        try:
-            os.write(2, b"flows check: starting (loading JAX and the papers)\n")
-        except OSError:  # stderr gone: nothing to tell
-            pass
+    """The commands that report progress say they have started before the seconds of
+    imports: one line on stderr (stdout stays clean for `--format json`): `flows check`,
+    `flows sweep` (unless `--quiet`) and `flows simulate --progress`; not their help."""
+    args = set(argv)
+    if not argv or {"-h", "--help"} & args:
+        return
+    command = argv[0]
+    if command == "check":
+        line = b"flows check: starting (loading JAX and the papers)\n"
+    elif (command == "sweep" and "--quiet" not in args) or (
+        command == "simulate" and "--progress" in args
+    ):
+        line = b"flows " + command.encode() + b": starting (loading JAX)\n"
+    else:
+        return
+    try:
+        os.write(2, line)
+    except OSError:  # stderr gone: nothing to tell
+        pass
 
 
 def entry() -> None:

@@ -50,14 +50,21 @@ def test_check_help_names_the_default():
 
 
 def test_check_says_it_started_before_importing_jax():
-    """`flows check` prints one line on stderr before the seconds of imports (stdout stays
-    clean for --format json); its help and the other commands do not."""
+    """`flows check`, `flows sweep` and `flows simulate --progress` print one line on stderr
+    before the seconds of imports (stdout stays clean for --format json); their help, a
+    quiet sweep and a simulate without progress do not."""
     probe = (
         "import sys, _flows_launch\n"
-        "for argv in (['check', '--quick'], ['check', '--help'], ['simulate', 'x']):\n"
+        "for argv in (['check', '--quick'], ['check', '--help'], ['simulate', 'x'],\n"
+        "             ['simulate', 'x', '--progress'], ['sweep', 'x', '--out', 'o'],\n"
+        "             ['sweep', 'x', '--quiet'], ['sweep', '-h'], []):\n"
         "    _flows_launch._say_starting(argv)\n"
         "print('jax' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False"
-    assert out.stderr == "flows check: starting (loading JAX and the papers)\n"
+    assert out.stderr.splitlines() == [
+        "flows check: starting (loading JAX and the papers)",
+        "flows simulate: starting (loading JAX)",
+        "flows sweep: starting (loading JAX)",
+    ]
