@@ -1,6 +1,11 @@
 """Inline SVG charts for the HTML reports, drawn here so they show with scripts off:
 linear or log axes with nice ticks (or a tick at each given x), several curves, error
-bars, a legend, and the least-squares power-law fit of a log–log trend."""
+bars, a legend, and the least-squares power-law fit of a log–log trend.
+
+Axis labels and legend entries set their formulas (`m^{-(2α₁−1)}`, `max_{i≠j}`, `T_d`)
+with real sub- and superscripts: `flows._report_math` finds and parses them, as it does for
+the report's MathML, and lays them out as `<tspan>`s (`svg_label`); the plain text stays
+the element's `aria-label`."""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from ._report_math import Run, formula_runs, runs_svg
 
 if TYPE_CHECKING:
     from ._checks import Trend
@@ -21,8 +28,26 @@ _W, _H = 640, 300
 _M = {"l": 64, "r": 16, "t": 14, "b": 42}
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 #: Rough width of one character of the charts' 11 px labels, in SVG units (to keep tick
-#: labels from overlapping and to size the legend).
+#: labels from overlapping and to size the legend); a script's characters are narrower in
+#: proportion to their font size.
 _CHAR_W = 6.2
+
+
+def text_width(runs: Sequence[Run]) -> float:
+    """The rough width, in SVG units, of a label set as `runs` (see `_CHAR_W`)."""
+    return sum(len(r.text) * r.scale for r in runs) * _CHAR_W
+
+
+def svg_label(text: str, attrs: str) -> tuple[str, float]:
+    """The `<text {attrs}>` element of a label, its formulas with real sub- and
+    superscripts (`flows._report_math.formula_runs`), and its rough width in SVG units.
+
+    A label with a formula keeps its plain text as `aria-label`, so a screen reader reads
+    `T_d`, not the pieces of the tspans; a label without one is the escaped text as is."""
+    runs = formula_runs(text)
+    body = runs_svg(runs)
+    label = "" if body == _e(text) else f' aria-label="{_e(text)}"'
+    return f"<text {attrs}{label}>{body}</text>", text_width(runs)
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -122,12 +147,10 @@ def _x_marks(ax: _Axis, x_ticks: Sequence[float] | None) -> list[str]:
         out.append(
             f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{_M["t"]}" y2="{_H - _M["b"]}" stroke="#eee"/>'
         )
-        half = len(text) * _CHAR_W / 2
-        if px - half >= right + 4:
-            out.append(
-                f'<text x="{px:.1f}" y="{_H - _M["b"] + 15}" text-anchor="middle">{_e(text)}</text>'
-            )
-            right = px + half
+        label, width = svg_label(text, f'x="{px:.1f}" y="{_H - _M["b"] + 15}" text-anchor="middle"')
+        if px - width / 2 >= right + 4:
+            out.append(label)
+            right = px + width / 2
     return out
 
 
@@ -136,10 +159,10 @@ def _y_marks(ay: _Axis) -> list[str]:
     for v, text in ay.ticks():
         py = ay.tr(v)
         if py is not None:
+            label, _ = svg_label(text, f'x="{_M["l"] - 5}" y="{py + 4:.1f}" text-anchor="end"')
             out.append(
                 f'<line x1="{_M["l"]}" x2="{_W - _M["r"]}" y1="{py:.1f}" y2="{py:.1f}" '
-                f'stroke="#eee"/><text x="{_M["l"] - 5}" y="{py + 4:.1f}" '
-                f'text-anchor="end">{_e(text)}</text>'
+                f'stroke="#eee"/>{label}'
             )
     return out
 
@@ -180,7 +203,7 @@ def _series_marks(s: Mapping[str, Any], color: str, ax: _Axis, ay: _Axis) -> tup
 def _legend(entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
     if not entries:
         return []
-    width = 40 + _CHAR_W * max(len(label) for label, _, _ in entries)
+    width = 40 + max(text_width(formula_runs(label)) for label, _, _ in entries)
     left = _W - _M["r"] - 4 - width
     out = [
         f'<rect x="{left:.1f}" y="{_M["t"] + 2}" width="{width:.1f}" '
@@ -188,10 +211,10 @@ def _legend(entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
     ]
     for i, (label, color, s) in enumerate(entries):
         y = _M["t"] + 14 + 16 * i
+        text, _ = svg_label(label, f'x="{left + 36:.1f}" y="{y}"')
         out.append(
             f'<line x1="{left + 6:.1f}" x2="{left + 30:.1f}" y1="{y - 4}" y2="{y - 4}" '
-            f'stroke="{color}" stroke-width="2"{_dash(s)}/><text x="{left + 36:.1f}" '
-            f'y="{y}">{_e(label)}</text>'
+            f'stroke="{color}" stroke-width="2"{_dash(s)}/>{text}'
         )
     return out
 
@@ -231,10 +254,15 @@ def svg_chart(
         f'height="{_H - _M["t"] - _M["b"]}" fill="#fff" stroke="#bbb"/>',
         *_x_marks(ax, x_ticks),
         *_y_marks(ay),
-        f'<text x="{(_M["l"] + _W - _M["r"]) / 2}" y="{_H - 6}" text-anchor="middle">'
-        f"{_e(x_label + (' (log)' if ax.log else ''))}</text>"
-        f'<text transform="translate(14 {(_H - _M["b"] + _M["t"]) / 2}) rotate(-90)" '
-        f'text-anchor="middle">{_e(y_label + (" (log)" if ay.log else ""))}</text>',
+        svg_label(
+            x_label + (" (log)" if ax.log else ""),
+            f'x="{(_M["l"] + _W - _M["r"]) / 2}" y="{_H - 6}" text-anchor="middle"',
+        )[0],
+        svg_label(
+            y_label + (" (log)" if ay.log else ""),
+            f'transform="translate(14 {(_H - _M["b"] + _M["t"]) / 2}) rotate(-90)" '
+            'text-anchor="middle"',
+        )[0],
     ]
     legend = []
     for i, s in enumerate(series):

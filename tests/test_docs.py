@@ -7,9 +7,10 @@
 - The README sections the pages include (`<!-- readme: … -->`, see `docs/_hooks.py`)
   exist, so a renamed README heading fails here with its name, not only in the build;
   figures (`<!-- figure: … -->`) are shown when present and named when not.
-- Every public name (of `flows`, `flows.models`, `flows.plugin`, `reduced`) has a
-  docstring as the API reference reads it (a `#:` comment for a constant, through
-  `docs/_griffe_comments.py`) and, in the built site, an entry of its own.
+- Every public name (of `flows`, `flows.models`, `flows.plugin`, `flows.figures`,
+  `reduced`) has a docstring as the API reference reads it (a `#:` comment for a
+  constant, through `docs/_griffe_comments.py`) and, in the built site, an entry of its
+  own.
 - Every `flows` command has its page under "Command line", generated from the parser by
   `docs/_cli_pages.py` and listed in the nav: a new command fails here until it is listed.
 - Every notebook has its page under "Examples", rendered from the stored, executed notebook
@@ -189,7 +190,7 @@ def test_figure_markers(tmp_path, monkeypatch):
 
 
 #: The modules whose public names must each be documented and rendered in the API reference.
-DOCUMENTED_MODULES = ("flows", "flows.models", "flows.plugin", "reduced")
+DOCUMENTED_MODULES = ("flows", "flows.models", "flows.plugin", "flows.figures", "reduced")
 
 
 def _public_names(module_name: str) -> list[str]:

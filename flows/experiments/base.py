@@ -3,26 +3,33 @@
 from __future__ import annotations
 
 import abc
-import contextlib
 import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
+from typing import Any, ClassVar
 
 from flows import Check, ConfigError, Trajectory, versions
 from flows.claims import Reference, Trend, annotate
+
+# The figure style's public home is `flows.figures`; re-exported here for the papers
+# (`from ..base import new_figure, save_figure`).
+from flows.figures import COLORS as COLORS
+from flows.figures import COLUMN_WIDTH as COLUMN_WIDTH
+from flows.figures import CYCLE as CYCLE
+from flows.figures import STYLE as STYLE
+from flows.figures import TEXT_WIDTH as TEXT_WIDTH
+from flows.figures import VECTOR_SUFFIX as VECTOR_SUFFIX
+from flows.figures import figure_size as figure_size
+from flows.figures import figure_style as figure_style
+from flows.figures import new_figure as new_figure
+from flows.figures import save_figure as save_figure
 from flows.plugin import INDEX_NAME as INDEX_NAME
 from flows.plugin import MANIFEST as MANIFEST
 from flows.plugin import REPORT_NAME as REPORT_NAME
 from flows.plugin import Flag, add_owned_file
 from flows.plugin import OutputDir as OutputDir
 from flows.plugin import check_output_path as check_output_path
-
-if TYPE_CHECKING:
-    import numpy as np
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
 
 
 @dataclasses.dataclass
@@ -61,166 +68,6 @@ def _default(o):
     if isinstance(o, Mapping):  # e.g. a trajectory's `SolveStats`: its JSON form
         return dict(o)
     return str(o)
-
-
-#: Figure widths in inches: one column of a two-column paper, and the full text width
-#: (a two-column figure).
-COLUMN_WIDTH = 3.4
-TEXT_WIDTH = 7.0
-
-#: The Okabe–Ito palette (colour-blind safe), by name; `CYCLE` is the order lines take.
-COLORS = {
-    "blue": "#0072B2",
-    "orange": "#E69F00",
-    "green": "#009E73",
-    "vermillion": "#D55E00",
-    "purple": "#CC79A7",
-    "sky": "#56B4E9",
-    "yellow": "#F0E442",
-    "black": "#000000",
-    "grey": "#8C8C8C",
-}
-CYCLE = tuple(COLORS[c] for c in ("blue", "orange", "green", "vermillion", "purple", "sky"))
-
-#: The toolkit's figure style, as matplotlib rcParams: applied only while a figure is
-#: built and saved (`figure_style`), never to the user's global settings.
-STYLE: dict[str, Any] = {
-    "font.size": 8.0,
-    "axes.titlesize": 8.5,
-    "axes.labelsize": 8.0,
-    "xtick.labelsize": 7.0,
-    "ytick.labelsize": 7.0,
-    "legend.fontsize": 6.5,
-    "legend.title_fontsize": 7.0,
-    "figure.titlesize": 9.0,
-    "mathtext.fontset": "dejavusans",
-    "axes.formatter.use_mathtext": True,
-    "axes.linewidth": 0.6,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "axes.grid.which": "major",
-    "grid.color": "0.88",
-    "grid.linewidth": 0.5,
-    "grid.linestyle": "-",
-    "axes.axisbelow": True,
-    "xtick.major.width": 0.6,
-    "ytick.major.width": 0.6,
-    "xtick.minor.width": 0.4,
-    "ytick.minor.width": 0.4,
-    "xtick.major.size": 3.0,
-    "ytick.major.size": 3.0,
-    "lines.linewidth": 1.2,
-    "lines.markersize": 3.5,
-    "errorbar.capsize": 2.0,
-    "legend.frameon": True,
-    "legend.framealpha": 0.85,
-    "legend.edgecolor": "0.85",
-    "legend.fancybox": False,
-    "legend.borderpad": 0.3,
-    "legend.handlelength": 1.8,
-    "legend.labelspacing": 0.3,
-    "figure.dpi": 100.0,
-    "figure.constrained_layout.h_pad": 0.03,
-    "figure.constrained_layout.w_pad": 0.03,
-    "savefig.dpi": 200.0,
-    "savefig.facecolor": "white",
-    "svg.fonttype": "path",  # the SVG looks the same without the fonts installed
-    "svg.hashsalt": "flows",  # ...and is byte-for-byte reproducible
-}
-
-#: The vector copy written next to every figure (`save_figure`).
-VECTOR_SUFFIX = ".svg"
-
-
-@contextlib.contextmanager
-def figure_style():
-    """The toolkit's figure style (`STYLE`, with `CYCLE` as the colour cycle) while the
-    block runs, and the caller's rcParams restored after it: the user's (e.g. a notebook's)
-    settings are never changed. Also a decorator (`@figure_style()`), for a function that
-    builds and saves a figure: titles, legends and ticks read the style when created."""
-    import matplotlib
-    from cycler import cycler
-
-    rc: dict[Any, Any] = {**STYLE, "axes.prop_cycle": cycler(color=list(CYCLE))}
-    with matplotlib.rc_context(rc):
-        yield
-
-
-def figure_size(
-    nrows: int = 1, ncols: int = 1, width: float | str | None = None, height: float | None = None
-) -> tuple[float, float]:
-    """(width, height) in inches for an `nrows` × `ncols` grid: `width` is "column"
-    (`COLUMN_WIDTH`), "text" (`TEXT_WIDTH`) or inches — by default a column for one panel,
-    the text width for more; `height` by default gives each panel a 4:3-ish shape."""
-    if width is None:
-        width = "column" if ncols == 1 else "text"
-    if isinstance(width, str):
-        if width not in ("column", "text"):
-            raise ValueError(f"width must be 'column', 'text' or inches, not {width!r}")
-        width = COLUMN_WIDTH if width == "column" else TEXT_WIDTH
-    w = float(width)
-    if height is None:
-        height = nrows * min(2.6, max(2.0, 0.72 * w / ncols)) + 0.3
-    return w, float(height)
-
-
-@overload
-def new_figure(
-    nrows: Literal[1] = 1, ncols: Literal[1] = 1, **kwargs: Any
-) -> tuple[Figure, Axes]: ...
-@overload
-def new_figure(nrows: int, ncols: int, **kwargs: Any) -> tuple[Figure, np.ndarray]: ...
-def new_figure(nrows: int = 1, ncols: int = 1, **kwargs: Any) -> tuple[Figure, Any]:
-    """A figure and its axes in the toolkit's style, without pyplot: no global backend
-    switch, no figure manager, so library plotting neither leaks figures nor breaks a
-    notebook's inline backend.
-
-    The figure is `figsize` inches, else `figure_size(nrows, ncols, width, height)` (a paper
-    column for one panel, the text width for more), with constrained layout; the axes are
-    `fig.subplots(nrows, ncols, **kwargs)`: one `Axes` for a 1 × 1 grid, else an array of
-    them (typed as such for the default `squeeze=True`). The style (`figure_style`) is
-    applied while the figure is built and left off afterwards: build the rest of the figure
-    and save it (`save_figure`) inside `figure_style()` too, for titles, legends and tick
-    labels to follow it."""
-    from matplotlib.figure import Figure
-
-    figsize = kwargs.pop("figsize", None)
-    width, height = kwargs.pop("width", None), kwargs.pop("height", None)
-    layout = kwargs.pop("layout", "constrained")
-    if figsize is None:
-        figsize = figure_size(nrows, ncols, width, height)
-    with figure_style():
-        fig = Figure(figsize=figsize, layout=layout)
-        return fig, fig.subplots(nrows, ncols, **kwargs)
-
-
-def save_figure(
-    fig: Figure, path: str | Path, *, vector: bool = True, atomic: bool = False
-) -> list[Path]:
-    """Save `fig` as the PNG `path` and, with `vector`, as SVG next to it (same name,
-    `VECTOR_SUFFIX`), in the toolkit's style; the SVG carries no date, so the same figure
-    gives the same bytes. `atomic`: each file through `write_atomic` (for a file written in
-    place; files written into an `OutputDir` are moved into place by its `commit`).
-
-    **Returns:** the paths written, the PNG first."""
-    from flows import write_atomic
-
-    path = Path(path)
-    targets: list[tuple[Path, str, dict | None]] = [(path, "png", None)]
-    if vector and path.suffix != VECTOR_SUFFIX:
-        targets.append((path.with_suffix(VECTOR_SUFFIX), "svg", {"Date": None}))
-    with figure_style():
-        for target, fmt, meta in reversed(targets):  # the PNG last: it names the pair
-
-            def write(to, fmt=fmt, meta=meta):
-                fig.savefig(to, format=fmt, metadata=meta)
-
-            if atomic:
-                write_atomic(target, write)
-            else:
-                write(target)
-    return [t for t, _, _ in targets]
 
 
 def mpl_rcparams():
