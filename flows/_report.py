@@ -223,9 +223,13 @@ def _td(v: Any, limit: int = 600) -> str:
     return f"<td{cls}>{_t(_value_text(v, limit))}</td>"
 
 
-#: A number with a sign or an exponent ("-0.3", "1.2e-05", "−4"): the browser may break
-#: a line after its hyphen, so it is kept on one line.
-_SIGNED_NUMBER = re.compile(r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?")
+#: A number with a sign or an exponent ("-0.3", "1.2e-05", "−4"), or a range of two
+#: numbers ("28–38.2", "1e-3–0.1"): the browser may break a line after a hyphen or dash,
+#: so it is kept on one line.
+_NUM = r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)?"
+_SIGNED_NUMBER = re.compile(
+    rf"{_NUM}–{_NUM}|[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?"
+)
 
 
 def _f(text: Any) -> str:
