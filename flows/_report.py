@@ -223,12 +223,14 @@ def _td(v: Any, limit: int = 600) -> str:
     return f"<td{cls}>{_t(_value_text(v, limit))}</td>"
 
 
-#: A number with a sign or an exponent ("-0.3", "1.2e-05", "−4"), or a range of two
-#: numbers ("28–38.2", "1e-3–0.1"): the browser may break a line after a hyphen or dash,
-#: so it is kept on one line.
+#: A number with a sign or an exponent ("-0.3", "1.2e-05", "−4"), a range of two numbers
+#: ("28–38.2", "1e-3–0.1"), a number joined to a word ("2-D") or a short assignment
+#: ("x=(−1,−2)"): the browser may break a line after a hyphen, a dash or an '=', so it is
+#: kept on one line.
 _NUM = r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)?"
 _SIGNED_NUMBER = re.compile(
-    rf"{_NUM}–{_NUM}|[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?"
+    rf"{_NUM}–{_NUM}|\b\d+-[^\W\d_]\w*|\b[^\W_]{{1,8}}=[^\s/]{{1,24}}"
+    r"|[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?"
 )
 
 

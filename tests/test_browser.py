@@ -83,8 +83,9 @@ def _flows(*argv: str, ok: tuple[int, ...] = (0,)) -> None:
 
 
 def _index(out: Path) -> Path:
-    """`out/index.html` over the deep-linear run in `out`, plus a copy of that run with its
-    first claim marked failing, so that the index's list of failing claims is laid out too."""
+    """`out/index-with-failure.html` over the deep-linear run in `out`, plus a copy of that
+    run with its first claim marked failing, so that the index's list of failing claims is
+    laid out too."""
     results = json.loads((out / "deep-linear" / "results.json").read_text())
     fields = ("claim", "source", "predicted", "measured", "verdict", "reason")
     checks = [Check(**{k: c[k] for k in fields}) for c in results["checks"]]
@@ -105,7 +106,7 @@ def _index(out: Path) -> Path:
         command=["flows", "check", "all", "--quick", "--out", str(out)],
         wall_s=12.0,
     )
-    path = out / "index.html"
+    path = out / "index-with-failure.html"  # beside the real index.html, not over it
     path.write_text(page, encoding="utf-8")
     return path
 

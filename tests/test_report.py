@@ -556,8 +556,9 @@ def test_tables_never_break_inside_a_word_or_a_number():
         '≤ <span class="nw">1.2e-05</span> at <span class="nw">−0.5</span>, x-y'
     )
     # a range of numbers is one token too (the browser breaks after an en dash)
-    assert _t("t ≈ 28–38.2, δ 1e-3–0.1; 2 in 3") == (
-        't ≈ <span class="nw">28–38.2</span>, δ <span class="nw">1e-3–0.1</span>; 2 in 3'
+    assert _t("t ≈ 28–38.2, δ 1e-3–0.1; 2 in 3, 2-D, x-y, x=(−1,−2): a = b") == (
+        't ≈ <span class="nw">28–38.2</span>, δ <span class="nw">1e-3–0.1</span>; 2 in 3, '
+        '<span class="nw">2-D</span>, x-y, <span class="nw">x=(−1,−2):</span> a = b'
     )
 
 
