@@ -18,11 +18,14 @@ so a paper outside the repository has everything they have:
   `resolve_solver_name`, `ERROR_NORMS`, `check_error_norm`;
 - **memory**: `check_memory`, `two_layer_bytes` (refuse a run that cannot fit, up front);
 - **the η rule** of the GD/SGD baselines: `ETA_FACTOR`, `eta_checked`, `merge_eta`;
+- **compilation**: `callback_free` (trace a program whose arguments the plug-in has
+  validated without equinox's host callbacks, so the persistent cache keeps it);
 - **output folders and reports**: `OutputDir` (writes only what it can prove it wrote),
   `add_owned_file`, `check_output_path`, `hdf5_hazard`, `MANIFEST`, `REPORT_NAME`,
   `INDEX_NAME`, `experiment_report`, `Curve`.
 """
 
+from ._compile import callback_free as callback_free
 from ._eta import ETA_FACTOR as ETA_FACTOR
 from ._eta import eta_checked as eta_checked
 from ._eta import merge_eta as merge_eta
@@ -75,6 +78,7 @@ from ._validate import as_seed as as_seed
 from ._validate import as_tolerance as as_tolerance
 
 __all__ = [
+    "callback_free",
     "ETA_FACTOR",
     "eta_checked",
     "merge_eta",

@@ -125,7 +125,10 @@ def reduced_solve(w0, b0, ts, r: int, k: int):
     increasing save times (the solve runs from `ts[0]` to `ts[-1]`); `r`, `k`: degree and
     number of classes (static: one compile per pair).
 
-    **Returns:** `(w, b)`, shape (len(ts), k) each (Tsit5, rtol 1e-10, atol 1e-12).
+    **Returns:** `(w, b)`, shape (len(ts), k) each (Tsit5, rtol 1e-10, atol 1e-12); all
+    NaN when the solve failed (max steps, a non-finite value), which `reduced_trajectory`
+    turns into an error. Failure is returned, not raised from inside the program, so the
+    compiled solve has no host callback of its own and can be cached across processes.
     """
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(tensor_power_vector_field),
@@ -138,13 +141,26 @@ def reduced_solve(w0, b0, ts, r: int, k: int):
         saveat=diffrax.SaveAt(ts=ts),
         stepsize_controller=diffrax.PIDController(rtol=1e-10, atol=1e-12),
         max_steps=200_000,
+        throw=False,
     )
-    return sol.ys
+    ok = sol.result == diffrax.RESULTS.successful
+    return jax.tree_util.tree_map(lambda y: jnp.where(ok, y, jnp.nan), sol.ys)
 
 
 def reduced_trajectory(w0, r: int, k: int, ts) -> tuple[np.ndarray, np.ndarray]:
-    """(w(t), b(t)) of the reduced tensor-power ODE from w(0) = `w0`, b(0) = 0 at times `ts`."""
+    """(w(t), b(t)) of the reduced tensor-power ODE from w(0) = `w0`, b(0) = 0 at times `ts`.
+
+    A failed solve (`reduced_solve` returns NaN) raises `RuntimeError`. Its remaining run-time
+    checks (save times increasing, inside the span) are equinox's; traced under
+    `flows.plugin.callback_free` they too give NaN instead of a host callback, and the
+    compiled solve can be cached."""
     w, b = reduced_solve(
         jnp.asarray(w0, jnp.float64), jnp.zeros(k), jnp.asarray(ts, jnp.float64), r, k
     )
-    return np.asarray(w), np.asarray(b)
+    w, b = np.asarray(w), np.asarray(b)
+    if not (np.isfinite(w).all() and np.isfinite(b).all()):
+        raise RuntimeError(
+            f"the reduced tensor-power solve (r = {r}, k = {k}) to t = {float(ts[-1]):g} "
+            "failed (max steps or a non-finite value); shorten the horizon"
+        )
+    return w, b

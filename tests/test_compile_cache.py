@@ -140,6 +140,27 @@ def test_the_solve_program_has_no_host_callback():
     assert "callback" in plain
 
 
+def test_the_reduced_bias_solve_is_cacheable_and_still_fails_loudly():
+    """bias-plateau's reduced tensor-power solve: under `callback_free` (as the paper calls
+    it) its program has no host callback, so the persistent cache keeps it (before, every
+    run compiled it again: 'Not writing persistent cache entry … host callbacks'); a failed
+    solve is still an error, not a silent NaN; a good one gives the same numbers."""
+    from flows.experiments.bias_plateau import runs
+    from reduced import bias_plateau as rbp
+
+    w0, ts = jnp.asarray([0.5, 0.4, 0.3]), jnp.linspace(0.0, 2.0, 9)
+    with _compile.callback_free():
+        text = jax.jit(lambda *a: rbp.reduced_solve(*a, 4, 3)).lower(w0, jnp.zeros(3), ts)
+    assert "callback" not in text.as_text()
+    good = runs.reduced_trajectory(w0, 4, 3, ts)
+    plain = rbp.reduced_trajectory(w0, 4, 3, ts)
+    np.testing.assert_array_equal(good[0], plain[0])
+    np.testing.assert_array_equal(good[1], plain[1])
+    for solve in (runs.reduced_trajectory, rbp.reduced_trajectory):
+        with pytest.raises(RuntimeError, match="reduced tensor-power solve"):
+            solve(jnp.asarray([jnp.nan, 0.4, 0.3]), 4, 3, ts)
+
+
 _RUN = textwrap.dedent(
     """
     import json, logging, sys, warnings

@@ -26,9 +26,9 @@ from flows import (
 from flows.claims import Measured, agrees, richardson, with_error_bars
 from flows.models.deep import DeepFCN
 from flows.models.homogeneous import Homogeneous
-from flows.plugin import ETA_FACTOR, merge_eta
+from flows.plugin import ETA_FACTOR, callback_free, merge_eta
 from reduced import bias_plateau as rbp
-from reduced.bias_plateau import reduced_trajectory
+from reduced.bias_plateau import reduced_trajectory as _reduced_trajectory
 
 from .checks import (
     check_learning_order,
@@ -65,6 +65,15 @@ __all__ = [
     "trend_settings",
     "trend_sweep",
 ]
+
+
+def reduced_trajectory(w0, r: int, k: int, ts) -> tuple[np.ndarray, np.ndarray]:
+    """`reduced.bias_plateau.reduced_trajectory`, traced without host callbacks so that its
+    compiled solve is kept by the persistent cache (a failed solve still raises: its output
+    is then not finite)."""
+    with callback_free():
+        return _reduced_trajectory(w0, r, k, ts)
+
 
 # ---------------------------------------------------------------------------------------
 # Part 1: the r-homogeneous example (§4).
