@@ -66,6 +66,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_figure_style.py": {"flows._sweep"},
         "tests/test_map_limit.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
         "tests/test_nonsmooth.py": {"flows._kinks", "flows._nonsmooth"},
+        "tests/test_nonsmooth_compile.py": {"flows._nonsmooth"},
         "tests/test_nonsmooth_units.py": {"flows._nonsmooth"},
         "tests/test_output_safety.py": {"flows._cli", "flows._io"},
         "tests/test_reliability.py": {"flows._cli", "flows._io"},

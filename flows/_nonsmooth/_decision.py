@@ -5,15 +5,19 @@ leave sliding — decided for every candidate pair together.
 
 1. `candidates`: the pairs at a kink (crossed, or within kink_tol of an edge; up to C of
    them) and the sliding ones (M), each with a first side from its crossing or its λ;
-2. `active_set`: one pair at a time, the worst violator of its side's condition is moved
-   (`fix_one`; its own Filippov condition decides where the first guess disagrees,
-   `own_condition`, with a bisection for a sliding root inside the box,
-   `bracketed_start`);
-3. if that does not settle: the box complementarity problem for all candidates at once by
-   semismooth Newton (`complementarity`), then the minimum-norm element of the Clarke
-   subdifferential (`min_norm_sides`);
+2. `settle`: the active set, one pair at a time: the worst violator of its side's
+   condition is moved (`_after_violation`; its own Filippov condition decides where the
+   first guess disagrees, `_after_right`, with a bisection for a sliding root inside the
+   box, `_after_inside`, `_after_bisect`);
+3. if that does not settle (`_unsettled`): the box complementarity problem for all
+   candidates at once by semismooth Newton (`complementarity`), then the minimum-norm
+   element of the Clarke subdifferential (`min_norm_sides`);
 4. `new_pattern`: pieces written, sliding pairs compacted into the M slots, margins offset
    so that nothing re-triggers at once, and the event's counts.
+
+Steps 2–3 are one `lax.while_loop` (`_decision_step`) with a single `solve_sides` (λ and
+ż of every candidate under given sides, the costly part): each iteration solves the sides
+its phase asks for, so that part is compiled once, not once per caller.
 
 Sides are coded 0 = the left piece (z < c), 1 = the right piece, 2 = sliding.
 """
@@ -167,13 +171,51 @@ def _equivalent_control_k(net: Net, ev: Event, on_k, lam0, fix):
         J = jnp.where(on_k[:, None] & on_k[None, :], J, eye)
         return lam_k - damped_solve(J, r, on_k)
 
-    lam_k = jax.lax.cond(jnp.any(on_k), lambda v: newton(newton(v)), lambda v: v, lam_k)
+    # two steps in a loop, not unrolled: the step is compiled once
+    lam_k = jax.lax.cond(
+        jnp.any(on_k),
+        lambda v: jax.lax.fori_loop(0, 2, lambda _, u: newton(u), v),
+        lambda v: v,
+        lam_k,
+    )
     return jnp.where(on_k, lam_k, 0.0)
 
 
-def violation(net: Net, ev: Event, side, start):
-    """(how far each candidate violates its side's condition, > 0 when it does; λ)."""
-    lam_all, zd = solve_sides(net, ev, side, start)
+# The decision is one `lax.while_loop` whose every iteration solves the candidates under
+# one set of sides (`solve_sides`, the costly part, compiled once instead of once per
+# place that needs it): its phase says which set and what is done with the result.
+# Phases of the active-set iteration (one pair moved per pass: `_VIOLATION`, then for a
+# violator `_LEFT`, `_RIGHT`, and where it slides `_INSIDE` and 40 × `_BISECT`), the
+# final solve where it did not settle (`_FINAL`), the end (`_DONE`), and `_MOVED`: the
+# pass moved its pair (set between iterations, never at an iteration's start).
+_VIOLATION, _LEFT, _RIGHT, _INSIDE, _BISECT, _FINAL, _DONE, _MOVED = range(8)
+#: Bisection steps for a sliding root inside the box (`_after_bisect`).
+_BISECT_STEPS = 40
+
+
+def _phase_sides(net: Net, ev: Event, c):
+    """(sides, override) the iteration in phase `c["phase"]` solves: the sides as they
+    are (`_VIOLATION`, `_FINAL`), or with the moving pair j on its left (`_LEFT`), right
+    (`_RIGHT`) or sliding (`_INSIDE`), or on its left with its slope set to the
+    bisection's midpoint (`_BISECT`). The override is NaN (none) elsewhere."""
+    ph, side, j = c["phase"], c["side"], c["j"]
+    side_j = jnp.where(ph == _RIGHT, 1, jnp.where(ph == _INSIDE, 2, 0)).astype(side.dtype)
+    moved = (ph == _LEFT) | (ph == _RIGHT) | (ph == _INSIDE) | (ph == _BISECT)
+    side_in = jnp.where(moved, side.at[j].set(side_j), side)
+    mid = 0.5 * (c["a"] + c["b"])
+    lam_j = ev.sl_l[j] + mid * (ev.sl_r[j] - ev.sl_l[j])
+    nan = jnp.full((ev.K,), jnp.nan, net.dtype)
+    override = nan.at[j].set(jnp.where(ph == _BISECT, lam_j, jnp.nan))
+    return side_in, override
+
+
+def _after_violation(net: Net, ev: Event, c, lam_all, zd):
+    """How far each candidate violates its side's condition (> 0 when it does); the worst
+    violator moves, or the iteration has settled. First guess for it: a side whose field
+    points back into the kink → sliding; a sliding λ past an end → the side whose slope
+    that end is."""
+    side = c["side"]
+    sl_l, sl_r = ev.sl_l, ev.sl_r
     zs = jnp.max(jnp.abs(zd)) + net.tiny
     ztol = 1e-10 * zs
     btol = 0.5 * BOX_TOL * (ev.bhi - ev.blo)
@@ -181,18 +223,8 @@ def violation(net: Net, ev: Event, side, start):
     v_right = jnp.where(side == 1, -zd - ztol, -jnp.inf)  # right needs ż ≥ 0
     v_box = jnp.where(side == 2, jnp.maximum(ev.blo - lam_all, lam_all - ev.bhi) - btol, -jnp.inf)
     v = jnp.where(ev.on, jnp.maximum(jnp.maximum(v_left / zs, v_right / zs), v_box), -1)
-    return v, lam_all
-
-
-def fix_one(net: Net, ev: Event, carry):
-    """One step of the active-set iteration: the worst violator moves to another side."""
-    sl_l, sl_r = ev.sl_l, ev.sl_r
-    side, start, it, _, _ = carry
-    v, lam_all = violation(net, ev, side, start)
     worst = jnp.argmax(v)
     bad = v[worst] > 0
-    # first guess: a side whose field points back into the kink → sliding; a sliding λ
-    # past an end → the side whose slope that end is
     guess = jnp.where(
         side[worst] == 2,
         jnp.where(
@@ -202,29 +234,31 @@ def fix_one(net: Net, ev: Event, carry):
         ),
         2,
     )
-    # the guess is kept if the worst pair's own Filippov condition (the others held as they
-    # are) agrees with it; otherwise that condition decides: the left field pointing away
-    # (ż ≤ 0) → left, else the right one pointing away → right (a crossing), else both
-    # point in → sliding. Without this a pair whose sliding λ leaves its box at the end it
-    # came from, while its field there points back in, cycles between that side and
-    # sliding (seen in deep nets, where ∂ż/∂λ of one pair, the others re-solved, can have
-    # either sign) instead of crossing.
-    guess = guess.astype(side.dtype)
-    new, start = jax.lax.cond(
-        bad,
-        lambda _: own_condition(net, ev, side, start, worst, guess),
-        lambda _: (guess, start),
-        None,
-    )
-    side = jnp.where(bad, side.at[worst].set(new), side)
-    # λ under the sides and starts this step was given: unchanged ones where it settled
-    return side, start, it + 1, bad, lam_all
+    # λ under the sides and starts this pass was given: unchanged ones where it settles
+    return {
+        **c,
+        "lam_all": lam_all,
+        "bad": bad,
+        "j": worst.astype(jnp.int32),
+        "guess": guess.astype(side.dtype),
+        "it": c["it"] + 1,
+        "phase": jnp.where(bad, _LEFT, _DONE),
+    }
 
 
-def own_condition(net: Net, ev: Event, side, start, j, guess):
-    """(side of pair j by its own Filippov condition, the others held; Newton start)."""
-    _, zd_l = solve_sides(net, ev, side.at[j].set(0), start)
-    _, zd_r = solve_sides(net, ev, side.at[j].set(1), start)
+def _after_left(net: Net, ev: Event, c, lam_all, zd):
+    return {**c, "zd_l": zd, "phase": jnp.int32(_RIGHT)}
+
+
+def _after_right(net: Net, ev: Event, c, lam_all, zd):
+    """Pair j's side by its own Filippov condition, the others held as they are, where it
+    disagrees with the first guess: the left field pointing away (ż ≤ 0) → left, else the
+    right one pointing away → right (a crossing), else both point in → sliding. Without
+    this a pair whose sliding λ leaves its box at the end it came from, while its field
+    there points back in, cycles between that side and sliding (seen in deep nets, where
+    ∂ż/∂λ of one pair, the others re-solved, can have either sign) instead of crossing."""
+    side, j, guess = c["side"], c["j"], c["guess"]
+    zd_l, zd_r = c["zd_l"], zd
     zs = jnp.maximum(jnp.max(jnp.abs(zd_l)), jnp.max(jnp.abs(zd_r))) + net.tiny
     ztol = 1e-10 * zs
     ok_l, ok_r = zd_l[j] <= ztol, zd_r[j] >= -ztol
@@ -235,63 +269,127 @@ def own_condition(net: Net, ev: Event, side, start, j, guess):
         ok_s, 2, jnp.where(ok_l & (cur != 0), 0, jnp.where(ok_r & (cur != 1), 1, guess))
     )
     new = jnp.where(ok_guess, guess, own).astype(side.dtype)
-    start = jax.lax.cond(
-        (new == 2) & ok_s,
-        lambda st: bracketed_start(net, ev, side.at[j].set(2), st, j),
-        lambda st: st,
-        start,
-    )
-    return new, start
+    # sliding by its own condition: check that Newton finds its λ in the box
+    return {**c, "new": new, "phase": jnp.where((new == 2) & ok_s, _INSIDE, _MOVED)}
 
 
-def bracketed_start(net: Net, ev: Event, side, start, j):
+def _after_inside(net: Net, ev: Event, c, lam_in, zd):
     """Where pair j slides (its left field points in, ż_L > 0, and its right one too,
-    ż_R < 0) but Newton from `start` puts its λ outside the box, ż_j(λ) (the other sliding
-    pairs re-solved) has another root inside it: in deep nets ż is multilinear in the
-    slopes of pairs on one sample in different layers, so a tracked root can leave the box
-    while the Filippov condition still holds. Find the root in the box by bisection between
-    the two slopes and start Newton there."""
-    sl_l, sl_r, blo, bhi = ev.sl_l, ev.sl_r, ev.blo, ev.bhi
-    dtype = net.dtype
-    lam_in, _ = solve_sides(net, ev, side, start)
+    ż_R < 0) but Newton from the start puts its λ outside the box, ż_j(λ) (the other
+    sliding pairs re-solved) has another root inside it: in deep nets ż is multilinear in
+    the slopes of pairs on one sample in different layers, so a tracked root can leave the
+    box while the Filippov condition still holds. Then the root in the box is found by
+    bisection between the two slopes (`_BISECT`) and Newton starts there."""
+    j, blo, bhi = c["j"], ev.blo, ev.bhi
     inside = (lam_in[j] >= blo[j] - BOX_TOL * (bhi[j] - blo[j])) & (
         lam_in[j] <= bhi[j] + BOX_TOL * (bhi[j] - blo[j])
     )
+    return {
+        **c,
+        "a": jnp.zeros((), net.dtype),
+        "b": jnp.ones((), net.dtype),
+        "k": jnp.int32(0),
+        "phase": jnp.where(inside, _MOVED, _BISECT),
+    }
 
-    def bisect(st):
-        nan = jnp.full((ev.K,), jnp.nan, dtype)
 
-        def g(u):
-            lam_j = sl_l[j] + u * (sl_r[j] - sl_l[j])
-            return solve_sides(net, ev, side.at[j].set(0), st, nan.at[j].set(lam_j))[1][j]
+def _after_bisect(net: Net, ev: Event, c, lam_all, zd):
+    """One bisection step on u ∈ [0, 1], λ_j = s_left + u (s_right − s_left): g(u) = ż_j
+    with j's slope set to λ_j (g(0) = ż_L > 0, g(1) = ż_R < 0); after the last, the start
+    of j is the midpoint."""
+    j, a, b = c["j"], c["a"], c["b"]
+    mid = 0.5 * (a + b)
+    pos = zd[j] > 0
+    a, b = jnp.where(pos, mid, a), jnp.where(pos, b, mid)
+    k = c["k"] + 1
+    last = k == _BISECT_STEPS
+    u = 0.5 * (a + b)
+    start = c["start"]
+    start = jnp.where(last, start.at[j].set(ev.sl_l[j] + u * (ev.sl_r[j] - ev.sl_l[j])), start)
+    return {**c, "a": a, "b": b, "k": k, "start": start, "phase": jnp.where(last, _MOVED, _BISECT)}
 
-        def body(_, c):
-            a, b = c
-            mid = 0.5 * (a + b)
-            pos = g(mid) > 0  # g(0) = ż_L > 0, g(1) = ż_R < 0
-            return jnp.where(pos, mid, a), jnp.where(pos, b, mid)
 
-        a, b = jax.lax.fori_loop(0, 40, body, (jnp.zeros((), dtype), jnp.ones((), dtype)))
-        u = 0.5 * (a + b)
-        return st.at[j].set(sl_l[j] + u * (sl_r[j] - sl_l[j]))
+def _after_final(net: Net, ev: Event, c, lam_all, zd):
+    return {**c, "lam_all": lam_all, "phase": jnp.int32(_DONE)}
 
-    return jax.lax.cond(inside, lambda st: st, bisect, start)
+
+def _unsettled(net: Net, ev: Event, c):
+    """Where the active-set iteration did not settle: the complementarity problem of all
+    candidates, else the minimum-norm sides (counted as unresolved); then `_FINAL`."""
+    side, start = c["side"], c["start"]
+    side_m, lam_m, mcp_ok = complementarity(net, ev, start)
+    side = jnp.where(mcp_ok, side_m, side)
+    start = jnp.where(mcp_ok, jnp.where(ev.on, lam_m, 0.0), start)
+    side = jax.lax.cond(mcp_ok, lambda _: side, lambda _: min_norm_sides(net, ev), None)
+    start = jnp.where(mcp_ok, start, jnp.where(ev.on, 0.5 * (ev.blo + ev.bhi), 0.0))
+    return {**c, "side": side, "start": start, "unresolved": ~mcp_ok, "phase": jnp.int32(_FINAL)}
+
+
+def _decision_step(net: Net, ev: Event, fallback: bool, c):
+    """One iteration of the decision's loop: one `solve_sides`, then its phase's use of it;
+    a pass that moved its pair writes it and starts the next pass, or, after 2K + 2
+    passes still violated, the fallbacks (`_unsettled`; with `fallback` False, the end)."""
+    side_in, override = _phase_sides(net, ev, c)
+    lam_all, zd = solve_sides(net, ev, side_in, c["start"], override)
+    after = (_after_violation, _after_left, _after_right, _after_inside, _after_bisect)
+
+    def branch(f):
+        # the carry's dtypes kept (phases and indices int32)
+        return lambda c, lam_all, zd: jax.tree_util.tree_map(
+            lambda new, old: jnp.asarray(new).astype(old.dtype), f(net, ev, c, lam_all, zd), c
+        )
+
+    c = jax.lax.switch(c["phase"], [branch(f) for f in (*after, _after_final)], c, lam_all, zd)
+    moved = c["phase"] == _MOVED
+    c["side"] = jnp.where(moved, c["side"].at[c["j"]].set(c["new"]), c["side"])
+    more = c["it"] < 2 * ev.K + 2
+    c["phase"] = jnp.where(moved & more, jnp.int32(_VIOLATION), c["phase"])
+    if not fallback:
+        c["phase"] = jnp.where(moved & ~more, jnp.int32(_DONE), c["phase"])
+        return c
+    return jax.lax.cond(moved & ~more, functools.partial(_unsettled, net, ev), lambda c: c, c)
+
+
+def settle(net: Net, ev: Event, fallback: bool = True):
+    """(sides, Newton starts, λ, whether the active set stayed violated, whether the
+    fallbacks did not resolve it either). The active set: one pair at a time, the worst
+    violator of its side's condition moves (at most 2K + 2 moves), each solve warm-started
+    from the pairs' starts. Where it settled, λ is its last pass's (that pass checked
+    exactly those sides and changed nothing); else the complementarity solve, the
+    minimum-norm fallback, and λ solved under the sides they give (with `fallback` False:
+    the active set alone, λ its last pass's)."""
+    C, K, dtype = net.C, ev.K, net.dtype
+    # Newton starts: the current λ of pairs that slide now, the box middles otherwise
+    start0 = jnp.concatenate([0.5 * (ev.blo[:C] + ev.bhi[:C]), jnp.clip(ev.lam, ev.lo_s, ev.hi_s)])
+    start0 = jnp.where(ev.on, start0, 0.0)
+    c0 = {
+        "phase": jnp.int32(_VIOLATION),
+        "side": ev.side0,
+        "start": start0,
+        "it": jnp.int32(0),
+        "bad": jnp.bool_(True),
+        "lam_all": jnp.zeros_like(start0),
+        "j": jnp.int32(0),
+        "guess": jnp.zeros((), ev.side0.dtype),
+        "new": jnp.zeros((), ev.side0.dtype),
+        "zd_l": jnp.zeros((K,), dtype),
+        "a": jnp.zeros((), dtype),
+        "b": jnp.ones((), dtype),
+        "k": jnp.int32(0),
+        "unresolved": jnp.bool_(False),
+    }
+    c = jax.lax.while_loop(
+        lambda c: c["phase"] != _DONE, functools.partial(_decision_step, net, ev, fallback), c0
+    )
+    return c["side"], c["start"], c["lam_all"], c["bad"], c["unresolved"]
 
 
 def active_set(net: Net, ev: Event):
     """(sides, Newton starts, still violated, λ) after the one-pair-at-a-time iteration
-    (at most 2K + 2 moves). Where it settled (not still violated), λ is
-    `solve_sides(net, ev, sides, starts)[0]`: its last step checked exactly those sides
-    and changed nothing."""
-    C, K = net.C, ev.K
-    # Newton starts: the current λ of pairs that slide now, the box middles otherwise
-    start0 = jnp.concatenate([0.5 * (ev.blo[:C] + ev.bhi[:C]), jnp.clip(ev.lam, ev.lo_s, ev.hi_s)])
-    start0 = jnp.where(ev.on, start0, 0.0)
-    side, start, _, still_bad, lam_all = jax.lax.while_loop(
-        lambda c: c[3] & (c[2] < 2 * K + 2),
-        functools.partial(fix_one, net, ev),
-        (ev.side0, start0, jnp.int32(0), jnp.bool_(True), jnp.zeros_like(start0)),
-    )
+    alone (at most 2K + 2 moves; `settle` without the fallbacks). Where it settled (not
+    still violated), λ is `solve_sides(net, ev, sides, starts)[0]`: its last pass checked
+    exactly those sides and changed nothing."""
+    side, start, lam_all, still_bad, _ = settle(net, ev, fallback=False)
     return side, start, still_bad, lam_all
 
 
@@ -356,9 +454,12 @@ def complementarity(net: Net, ev: Event, start):
         return jnp.where(all_on, zd[ev.idx] + ret, 0.0)
 
     lam0 = jnp.where(all_on, jnp.clip(start, blo, bhi), 0.0)
-    zs = jnp.maximum(
-        jnp.maximum(jnp.max(jnp.abs(zdot_c(blo))), jnp.max(jnp.abs(zdot_c(bhi)))), net.tiny
+    # max |ż| over the two ends of the boxes, in a loop: ż compiled once for both
+    ends = jnp.stack([blo, bhi])
+    zs = jax.lax.fori_loop(
+        0, 2, lambda i, m: jnp.maximum(m, jnp.max(jnp.abs(zdot_c(ends[i])))), -jnp.inf
     )
+    zs = jnp.maximum(zs, net.tiny)
     width = jnp.where(all_on, bhi - blo, 1.0)
 
     def F(lam):
@@ -389,13 +490,16 @@ def complementarity(net: Net, ev: Event, start):
                 jnp.where(better, cand, best[0]),
                 jnp.where(better, nc, best[1]),
                 best[2] | better,
+                jnp.where(k == 0, nc, best[3]),  # the full step's (t = 1)
             )
 
-        lam_n, n_new, found = jax.lax.fori_loop(0, 12, try_t, (lam, n0, jnp.bool_(False)))
+        lam_n, n_new, found, n_full = jax.lax.fori_loop(
+            0, 12, try_t, (lam, n0, jnp.bool_(False), n0)
+        )
         # no descent: take the full step anyway (semismooth Newton is locally convergent;
         # the residual test below decides)
         lam_n = jnp.where(found, lam_n, jnp.where(all_on, lam + d, 0.0))
-        n_new = jnp.where(found, n_new, jnp.sum(resid(lam_n)[0] ** 2))
+        n_new = jnp.where(found, n_new, n_full)
         return lam_n, it + 1, jnp.sqrt(n_new)
 
     lam, _, rn = jax.lax.while_loop(
@@ -474,24 +578,5 @@ def new_pattern(net: Net, y, ev: Event, side, start, unresolved, lam_all=None):
 def decide(net: Net, y, pat):
     """(the pattern after the event at state y, the event's counts and diagnostics)."""
     ev = candidates(net, y, pat)
-    side, start, still_bad, lam_as = active_set(net, ev)
-    side_m, lam_m, mcp_ok = jax.lax.cond(
-        still_bad,
-        lambda _: complementarity(net, ev, start),
-        lambda _: (side, start, jnp.bool_(False)),
-        None,
-    )
-    still_bad_m = still_bad & ~mcp_ok
-    side = jnp.where(still_bad & mcp_ok, side_m, side)
-    start = jnp.where(still_bad & mcp_ok, jnp.where(ev.on, lam_m, 0.0), start)
-    side = jax.lax.cond(still_bad_m, lambda _: min_norm_sides(net, ev), lambda _: side, None)
-    # the new pattern
-    start = jnp.where(still_bad_m, jnp.where(ev.on, 0.5 * (ev.blo + ev.bhi), 0.0), start)
-    # where the active set settled, its last step solved these sides already (most events)
-    lam_all = jax.lax.cond(
-        still_bad,
-        lambda _: solve_sides(net, ev, side, start)[0],
-        lambda _: lam_as,
-        None,
-    )
-    return new_pattern(net, y, ev, side, start, still_bad_m, lam_all)
+    side, start, lam_all, _, unresolved = settle(net, ev)
+    return new_pattern(net, y, ev, side, start, unresolved, lam_all)

@@ -311,24 +311,29 @@ def _accepted(net: Net, c, steps, trial, ts, pts_mask):
     tau_end = jnp.where(any_hit, tau_e, h)
     cc = do_saves(net, c, interp, tau_end, ts, pts_mask)
     cc = {**cc, "steps": steps, "root_evals": cc["root_evals"] + n_root}
+    # the state the step ends in (the event's, or the step's end), projected onto the
+    # sliding kinks (one projection compiled for both branches). At an event, before the
+    # decision: off them by δz, the equivalent control carries the return term κ·δz, which
+    # shifts λ by κ·δz/(∂ż/∂λ) — at a sliding pair's exit (λ at an end of its box, ż of
+    # the side it leaves to ≈ 0) enough to contradict the side test and chatter
+    y_end = jax.tree_util.tree_map(
+        lambda a, b: jnp.where(any_hit, a, b), interp(tau_e), trial["y1"]
+    )
+    y_end = (project(net, y_end[0], pat), *y_end[1:])
     return jax.lax.cond(
         any_hit,
-        lambda cc: _with_event(net, cc, s, pat, interp(tau_e), tau_e, trial),
-        lambda cc: _no_event(net, cc, s, pat, trial),
+        lambda cc: _with_event(net, cc, s, pat, y_end, tau_e, trial),
+        lambda cc: _no_event(net, cc, s, pat, trial, y_end),
         cc,
     )
 
 
 def _with_event(net: Net, cc, s, pat, y_e, tau_e, trial):
-    """The carry after the event at s + tau_e (state y_e): decided, counted, and checked
-    for storms, undecided runs and slots that ran out."""
+    """The carry after the event at s + tau_e (state y_e, already projected onto the
+    sliding kinks): decided, counted, and checked for storms, undecided runs and slots
+    that ran out."""
     settings = net.settings
     h, factor, code = trial["h"], trial["factor"], trial["code"]
-    # onto the sliding kinks first, as after every step: off them by δz, the equivalent
-    # control carries the return term κ·δz, which shifts λ by κ·δz/(∂ż/∂λ) — at a sliding
-    # pair's exit (λ at an end of its box, ż of the side it leaves to ≈ 0) enough to
-    # contradict the side test and chatter
-    y_e = (project(net, y_e[0], pat), *y_e[1:])
     pat2, info = decide(net, y_e, pat)
     counts = {
         "switches": cc["counts"]["switches"] + info["switches"],
@@ -370,10 +375,10 @@ def _with_event(net: Net, cc, s, pat, y_e, tau_e, trial):
     }
 
 
-def _no_event(net: Net, cc, s, pat, trial):
-    """The carry after a step taken in full (projected onto the sliding kinks)."""
-    h, y1 = trial["h"], trial["y1"]
-    y_new = (project(net, y1[0], pat), *y1[1:])
+def _no_event(net: Net, cc, s, pat, trial, y_new):
+    """The carry after a step taken in full (`y_new`: its end projected onto the sliding
+    kinks)."""
+    h = trial["h"]
     return {
         **cc,
         "s": s + h,

@@ -155,8 +155,13 @@ def sliding_jacobian(net: Net, theta, pat, warm):
 
     def solve(_):
         lam = jnp.where(jnp.isfinite(warm), warm, lam_mid(net, pat))
-        for _ in range(3):
-            lam = lam - damped_solve(jac_at(lam), zdot_sliding(net, theta, pat, lam), on)
+        # a loop, not unrolled: its body (a Jacobian and ż) is compiled once, not thrice
+        lam = jax.lax.fori_loop(
+            0,
+            3,
+            lambda _, lam: lam - damped_solve(jac_at(lam), zdot_sliding(net, theta, pat, lam), on),
+            lam,
+        )
         lam = jnp.where(on, lam, 0.0)
         return lam, jac_at(lam)
 
@@ -199,9 +204,13 @@ def equivalent_control(net: Net, theta, pat):
     """λ (M,) with ż = 0 at the sliding pairs: two Newton steps on ż(λ) from the step's λ₀
     with its Jacobian (exact in one where ż is affine in λ, as for one hidden layer;
     quadratically close otherwise, λ moving little within a step)."""
-    lam = pat[6]
-    for _ in range(2):
-        lam = lam - damped_solve(pat[5], zdot_sliding(net, theta, pat, lam), pat[4])
+    # a loop, not unrolled: ż is compiled once per copy of the field, not twice
+    lam = jax.lax.fori_loop(
+        0,
+        2,
+        lambda _, lam: lam - damped_solve(pat[5], zdot_sliding(net, theta, pat, lam), pat[4]),
+        pat[6],
+    )
     return jnp.where(pat[4], lam, 0.0)
 
 
