@@ -8,13 +8,12 @@ label (`aria-label`)."""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
+from test_report_math import LITERALS
 
 from flows import Check
 from flows._report_math import SCRIPT_SCALE, SUB_SHIFT, SUP_SHIFT, formula_svg
@@ -22,7 +21,6 @@ from flows._report_svg import _CHAR_W, svg_chart, svg_label
 from flows.claims import Trend
 from flows.plugin import Curve, experiment_report
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "flows" / "experiments"
 SVG = re.compile(r"<svg\b.*?</svg>", re.S)  # the charts (outside the page's scripts)
 EM = re.compile(r"^(-?[0-9.]+(?:e-?[0-9]+)?)em$")
 
@@ -164,20 +162,8 @@ def test_the_legend_is_sized_to_its_scripted_labels():
     assert scripted == pytest.approx(plain - 2 * (1 - SCRIPT_SCALE) * _CHAR_W)
 
 
-def _literals() -> list[str]:
-    """The papers' string literals holding a script marker (as `test_report_math` reads
-    them): every formula a chart label could carry."""
-    found = set()
-    for path in sorted(EXPERIMENTS_DIR.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if re.search(r"[^\s_]\^|[^\W_]_[^\W_]|_\{", node.value):
-                    found.add(node.value)
-    return sorted(found)
-
-
 def test_the_papers_formulas_make_wellformed_labels_that_return_to_the_base_line():
-    literals = _literals()
+    literals = LITERALS  # the papers' formula literals, as test_report_math reads them
     scripted = 0
     for label in literals:
         text, _ = svg_label(label, 'x="0" y="0"')
