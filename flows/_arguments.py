@@ -18,6 +18,7 @@ import numpy as np
 from ._errors import ConfigError
 from ._misc import tree_sq_norm
 from ._problem import Problem, available_bytes
+from ._solvers import cached
 from ._validate import (
     MAX_SAVES,
     MAX_STEPS,
@@ -305,11 +306,34 @@ def check_problem(problem, name: str = "problem") -> Problem:
     return problem
 
 
+def _initial_state(problem: Problem):
+    loss, g = problem.loss_and_grad(problem.theta0)
+    return loss, tree_sq_norm(g)
+
+
 def check_initial_state(problem: Problem) -> None:
     """Refuse a θ(0) at which the loss or ‖∇L‖² is NaN/Inf (an initialization so large that
     the network overflows): no solver can start there, and each would spend its whole step
     budget finding that out. A model or loss that JAX cannot differentiate (`np.` on
-    traced values, a Python `if` on them) is refused with what to write instead."""
+    traced values, a Python `if` on them) is refused with what to write instead.
+
+    The loss and gradient at θ(0) are computed by one compiled program, kept per structure
+    and shapes (op by op they cost 16 programs and 4–40 ms a call: a sweep of 200 gradient
+    descent runs spent 7 s here). Only when that program cannot be traced, or finds a
+    non-finite value, is the check run op by op, to refuse with its message."""
+    key = ("initial state", jax.tree_util.tree_structure(problem)) + tuple(
+        (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
+    )
+    try:
+        fn, _ = cached(key, lambda: jax.jit(_initial_state))
+        if all(math.isfinite(float(v)) for v in fn(problem)):
+            return
+    except Exception:  # not traceable: the op-by-op check below says what to change
+        pass
+    _check_initial_state_eagerly(problem)
+
+
+def _check_initial_state_eagerly(problem: Problem) -> None:
     try:
         loss, g = problem.loss_and_grad(problem.theta0)
     except ConfigError:

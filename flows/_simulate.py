@@ -43,7 +43,6 @@ from ._errors import ConfigError, SolverError
 from ._flow import FIRST_STEP_EVALS, FlowOutput, FlowSettings, flow_config, flow_program
 from ._global_error import GLOBAL_ERROR_FACTOR, with_global_error
 from ._loss_clock import solve_loss_clock
-from ._misc import tree_sq_norm
 from ._problem import Problem
 from ._solvers import (
     AUTO_ESERK_MAX_RTOL,
@@ -97,28 +96,6 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
             f"{AUTO_ESERK_MAX_RTOL:g}, else rock4"
         ),
     }
-
-
-def _initial_state(problem: Problem):
-    loss, g = problem.loss_and_grad(problem.theta0)
-    return loss, tree_sq_norm(g)
-
-
-def _check_initial_state(problem: Problem) -> None:
-    """`check_initial_state`, with the loss and gradient at θ(0) computed by one compiled
-    program (kept per structure and shapes) rather than op by op (16 programs, 0.15 s of
-    CPU on a warm command). Only when that program cannot be traced, or finds a non-finite
-    value, does `check_initial_state` run itself, to refuse with its message."""
-    key = ("initial state", jax.tree_util.tree_structure(problem)) + tuple(
-        (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
-    )
-    try:
-        fn, _ = cached(key, lambda: jax.jit(_initial_state))
-        ok = all(math.isfinite(float(v)) for v in fn(problem))
-    except Exception:  # not traceable: check_initial_state says what to change
-        ok = False
-    if not ok:
-        check_initial_state(problem)
 
 
 #: What `simulate` says when the model's activation has kinks (ReLU, leaky ReLU).
@@ -276,7 +253,7 @@ def _check_and_run(
     clock = as_clock(clock)
     max_steps = check_max_steps(max_steps)
     dt0 = check_dt0(dt0)
-    _check_initial_state(problem)
+    check_initial_state(problem)
     observables, obs_bytes = check_observables(problem, observables, t0)
     stop = check_stop(problem, stop, t0)
     is_auto = isinstance(solver, str) and solver == "auto"

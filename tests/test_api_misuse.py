@@ -488,3 +488,29 @@ def test_a_trajectory_prints_as_one_line():
         assert "\n" not in text and len(text) < 300, text
         assert text.startswith("Trajectory(") and f"{len(traj.times)} saves" in text
         assert f"{traj.loss[0]:.6g} → {traj.loss[-1]:.6g}" in text
+
+
+def test_the_initial_state_check_compiles_once_per_structure():
+    """`check_initial_state` (run by every solve and GD run) evaluates the loss and gradient
+    at θ(0) by one compiled program per structure: further problems of the same shapes do
+    not call the model again; a non-finite θ(0) still gets the op-by-op message."""
+    calls = []
+
+    def linear(p, x):
+        calls.append(1)  # a Python call: a trace, or an op-by-op evaluation
+        return x @ p["A"].T
+
+    rng = np.random.default_rng(0)
+    data = flows.from_arrays(rng.normal(size=(20, 3)), rng.normal(size=(20, 2)))
+    probs = [
+        flows.make_problem(linear, data, theta0={"A": rng.normal(size=(2, 3))}) for _ in range(3)
+    ]
+    huge = flows.make_problem(linear, data, theta0={"A": np.full((2, 3), 1e200)})
+    _arguments.check_initial_state(probs[0])
+    before = len(calls)
+    _arguments.check_initial_state(probs[1])
+    _arguments.check_initial_state(probs[2])
+    assert len(calls) == before
+    with pytest.raises(flows.ConfigError, match="not finite at θ"):
+        _arguments.check_initial_state(huge)
+    assert len(calls) > before  # the refusal's message comes from the op-by-op check
