@@ -145,26 +145,17 @@ def run(horizons: tuple[float, ...], gd_budget: float) -> dict:
         reached = [g for g in gd if g["err"][h] <= target]
         missed = [g for g in gd if g["err"][h] > target]
         row = {"t": h, "event_wall_s": ev_wall, "event_err": target}
-        if reached:
-            g = reached[0]  # the largest η that reached it: the cheapest measured
-            row |= {
-                "gd_eta": g["eta"],
-                "gd_err": g["err"][h],
-                "gd_wall_s": g["wall_s"] * h / T,
-                "ratio": g["wall_s"] * h / T / ev_wall,
-                "kind": "measured",
-            }
-            if missed:  # the next larger η missed: GD's cost lies between the two
-                row["ratio_low"] = missed[-1]["wall_s"] * h / T / ev_wall
-        else:
-            g = missed[-1]
-            row |= {
-                "gd_eta": g["eta"],
-                "gd_err": g["err"][h],
-                "gd_wall_s": g["wall_s"] * h / T,
-                "ratio": g["wall_s"] * h / T / ev_wall,
-                "kind": "lower bound",
-            }
+        # the largest η that reached it (the cheapest measured), else the smallest η run
+        g, kind = (reached[0], "measured") if reached else (missed[-1], "lower bound")
+        row |= {
+            "gd_eta": g["eta"],
+            "gd_err": g["err"][h],
+            "gd_wall_s": g["wall_s"] * h / T,
+            "ratio": g["wall_s"] * h / T / ev_wall,
+            "kind": kind,
+        }
+        if reached and missed:  # the next larger η missed: GD's cost lies between the two
+            row["ratio_low"] = missed[-1]["wall_s"] * h / T / ev_wall
         if len(gd) >= 2:  # first-order estimate from GD's last two runs at this horizon
             e1, e2 = gd[-2]["err"][h], gd[-1]["err"][h]
             row["gd_order"] = math.log(e1 / e2) / math.log(4) if e1 > 0 and e2 > 0 else math.nan
