@@ -78,9 +78,12 @@ def _usable_folder(path: Path) -> str | None:
         path.mkdir(parents=True, exist_ok=True)
         if not path.is_dir():
             return "it is not a folder"
-        probe = path / f".flows-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        import tempfile
+
+        # a fresh O_EXCL name: never a file of the user's that happens to have our name
+        fd, probe = tempfile.mkstemp(prefix=".flows-probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
@@ -144,18 +147,60 @@ _ENTRY_SUFFIX, _ATIME_SUFFIX = "-cache", "-atime"
 _STALE_TMP_S = 3600.0
 
 
+#: The first bytes of a JAX entry: zstd's frame magic, or a zlib header (`0x78`).
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _is_jax_entry(path: str, name: str) -> bool:
+    """Whether `name` in the cache folder is an entry JAX wrote: named as JAX names them
+    (`<name>-<64 hex digits>-cache`) and compressed as JAX writes them (zstd, or zlib with a
+    valid header). A file of the user's, whatever its name, does not pass."""
+    import re
+
+    if not re.fullmatch(r"[^/]+-[0-9a-f]{64}" + re.escape(_ENTRY_SUFFIX), name):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return False
+    if head.startswith(_ZSTD_MAGIC):
+        return True
+    return len(head) >= 2 and head[0] == 0x78 and (head[0] * 256 + head[1]) % 31 == 0
+
+
+def _is_program_entry(path: str, name: str) -> bool:
+    """Whether `name` in `PROGRAMS_DIR` is an entry `_write_program` wrote: named
+    `<function>-<48 hex digits>-program`, starting with `_MAGIC`."""
+    import re
+
+    if not re.fullmatch(r"[^/]+-[0-9a-f]{48}" + re.escape(PROGRAM_SUFFIX), name):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(_MAGIC)) == _MAGIC
+    except OSError:
+        return False
+
+
 def trim_cache(folder: Path, max_bytes: int) -> int:
     """Remove the oldest entries of `folder` (by modification time; JAX writes an entry
     once and never updates it) until it holds at most 3/4 of `max_bytes`, when it holds more
-    than `max_bytes`. Only JAX's entry files and the toolkit's exported programs (in
-    `PROGRAMS_DIR`) are touched; one that vanishes meanwhile (another process trimming) is
-    skipped. Returns the number of entries removed."""
+    than `max_bytes`. Only files the cache itself wrote are touched — JAX's entries
+    (`_is_jax_entry`: JAX's name and compressed content), the toolkit's exported programs
+    (`_is_program_entry`) and its own temporaries in `PROGRAMS_DIR` (names with a valid
+    owner tag, `flows._io.proven_temporary_target`); anything else in the folder (e.g. a
+    user's files, when `FLOWS_CACHE_DIR` names a folder of theirs) is neither counted nor
+    removed. One that vanishes meanwhile (another process trimming) is skipped. Returns the
+    number of entries removed."""
     import time
+
+    from ._io import proven_temporary_target
 
     entries = []
     total = 0
     programs = folder / PROGRAMS_DIR
-    for where, suffix in ((folder, _ENTRY_SUFFIX), (programs, PROGRAM_SUFFIX)):
+    for where, is_entry in ((folder, _is_jax_entry), (programs, _is_program_entry)):
         try:
             it = os.scandir(where)
         except OSError:  # no programs folder yet
@@ -169,11 +214,13 @@ def trim_cache(folder: Path, max_bytes: int) -> int:
                 except OSError:
                     continue
                 if where is programs and e.name.endswith(".tmp"):
-                    if time.time() - st.st_mtime > _STALE_TMP_S:  # its writer was killed
-                        with contextlib.suppress(OSError):
-                            os.unlink(e.path)
+                    target = proven_temporary_target(e.name)
+                    if target is not None and target.endswith(PROGRAM_SUFFIX):
+                        if time.time() - st.st_mtime > _STALE_TMP_S:  # its writer was killed
+                            with contextlib.suppress(OSError):
+                                os.unlink(e.path)
                     continue
-                if not e.name.endswith(suffix):
+                if not is_entry(e.path, e.name):
                     continue
                 entries.append((st.st_mtime, e.path, st.st_size))
                 total += st.st_size
@@ -185,7 +232,10 @@ def trim_cache(folder: Path, max_bytes: int) -> int:
             break
         victims = [path]
         if path.endswith(_ENTRY_SUFFIX):
-            victims.append(path[: -len(_ENTRY_SUFFIX)] + _ATIME_SUFFIX)
+            atime = path[: -len(_ENTRY_SUFFIX)] + _ATIME_SUFFIX
+            with contextlib.suppress(OSError):  # JAX's record: 8 bytes, a timestamp
+                if os.lstat(atime).st_size == 8 and os.path.isfile(atime):
+                    victims.append(atime)
         for victim in victims:
             with contextlib.suppress(OSError):
                 os.unlink(victim)
@@ -263,8 +313,10 @@ def compile_program(fn, *args, persist: bool = False):
 PROGRAMS_DIR = "flows-programs"
 #: Name ending of an exported program (`<function>-<key><suffix>`).
 PROGRAM_SUFFIX = "-program"
-#: First line of an entry; the key and the SHA-256 of the payload follow, one line each.
-_MAGIC = b"flows exported program 1\n"
+#: First line of an entry; the key, the SHA-256 of the payload and the entry's owner tag
+#: (`flows._io.owner_tag` of the key and the digest, '-' where no owner key can be kept)
+#: follow, one line each.
+_MAGIC = b"flows exported program 2\n"
 #: Packages whose functions and classes may appear in a program's static part: they are
 #: identified by name, with the package's version (or, for `flows` and `reduced`, the
 #: digest of their source) in the key. Anything else (a user's observable, a class defined
@@ -485,7 +537,9 @@ def persisted_program(fn, args, folder: Path) -> PersistedProgram | None:
         def flat(*lv):
             return fn(*eqx.combine(jax.tree_util.tree_unflatten(treedef, lv), static))
 
-        flat.__name__ = flat.__qualname__ = getattr(fn, "__name__", "program")
+        # the key inside the program itself: an entry is taken only if the program it holds
+        # was exported for the key recomputed here (`_read_program`)
+        flat.__name__ = flat.__qualname__ = _exported_name(key)
         try:
             with callback_free():
                 exported = export.export(jax.jit(flat))(*leaves)
@@ -509,9 +563,21 @@ def persisted_program(fn, args, folder: Path) -> PersistedProgram | None:
     return PersistedProgram(compiled, treedef)
 
 
+def _exported_name(key: str) -> str:
+    """The name of the function exported for `key` (kept inside the serialized program)."""
+    return f"flows_program_{key}"
+
+
 def _read_program(path: Path, key: str, leaves):
     """The `jax.export.Exported` stored at `path` for `key`, or None: absent (silently), or
-    unusable (with a warning)."""
+    unusable (with a warning).
+
+    `key` is the one recomputed from the request (`program_key`), never read from the
+    entry. The entry is used only when its header names that key, its payload has the
+    digest it states, its owner tag is this user's for that key and digest (no one can
+    write a valid one by following the format: another program's payload with its key and
+    digest rewritten fails here), and the deserialized program was exported under that
+    key (`_exported_name`) with this run's argument shapes."""
     try:
         data = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):  # none yet (or no folder: see the write)
@@ -524,14 +590,19 @@ def _read_program(path: Path, key: str, leaves):
         if not sep or head + b"\n" != _MAGIC:
             raise ValueError("not a flows program entry")
         stored_key, _, rest = rest.partition(b"\n")
-        digest, _, payload = rest.partition(b"\n")
+        digest, _, rest = rest.partition(b"\n")
+        tag, _, payload = rest.partition(b"\n")
         if stored_key.decode("ascii", "replace") != key:
             raise ValueError("written for another program")
         if hashlib.sha256(payload).hexdigest().encode() != digest:
             raise ValueError("its checksum does not match: truncated or altered")
+        if not _entry_tag_ok(tag.decode("ascii", "replace"), key, digest.decode("ascii")):
+            raise ValueError("its owner tag does not match: not written by flows for this program")
         from jax import export
 
         exported = export.deserialize(bytearray(payload))
+        if exported.fun_name != _exported_name(key):
+            raise ValueError("it holds another program than the one this run asks for")
         # (weak types are not serialized; they are in the key)
         avals = tuple((tuple(a.shape), str(a.dtype)) for a in exported.in_avals)
         if avals != tuple(_aval(v)[:2] for v in leaves):
@@ -542,6 +613,20 @@ def _read_program(path: Path, key: str, leaves):
     return exported
 
 
+def _entry_tag_ok(tag: str, key: str, digest: str) -> bool:
+    """An entry's owner tag checked for `key` (the request's) and `digest`: with an owner
+    key, it must be this user's tag; without one ('-' written), the check inside the
+    program (`_exported_name`) is the only one."""
+    import hmac
+
+    from ._io import owner_tag
+
+    want = owner_tag("program", key, digest)
+    if want is None:
+        return True
+    return hmac.compare_digest(tag, want)
+
+
 _WRITE_WARNED = False
 
 
@@ -550,16 +635,22 @@ def _write_program(path: Path, key: str, payload: bytes) -> None:
     entry, the new one or none, never half of one; two writers of one key both write whole
     entries of the same program). A folder that cannot be written: one warning a process."""
     global _WRITE_WARNED
-    digest = hashlib.sha256(payload).hexdigest().encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    from ._io import create_owned_temporary, owner_tag
+
+    digest = hashlib.sha256(payload).hexdigest()
+    tag = owner_tag("program", key, digest) or "-"
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = create_owned_temporary(path.parent, path.name)  # O_EXCL, a name we can prove
         with open(tmp, "wb") as fh:
-            fh.write(_MAGIC + key.encode() + b"\n" + digest + b"\n" + payload)
+            fh.write(b"".join((_MAGIC, key.encode(), b"\n", digest.encode(), b"\n",
+                               tag.encode(), b"\n", payload)))  # fmt: skip
         os.replace(tmp, path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         if not _WRITE_WARNED:
             _WRITE_WARNED = True
             _warn(f"cannot write {path.parent} ({exc.strerror or type(exc).__name__}).")

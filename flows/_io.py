@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -42,11 +46,128 @@ __all__ = [
 #: The lock file `lock_folder` keeps in a folder (never deleted: unlinking a lock file that
 #: another process is about to open would let two processes lock different files).
 LOCK_NAME = ".lock"
+#: The first line of a lock file flows created (`lock_folder`); the holder's pid follows.
+#: A `.lock` without it is not flows': it is never written to, truncated or removed.
+_LOCK_MAGIC = b"flows folder lock 1\n"
+#: A lock file of flows before `_LOCK_MAGIC`: the holder's pid alone. Locked and read as
+#: such (never written to: a pid file of another program looks the same).
+_LEGACY_LOCK = re.compile(rb"^[0-9]{1,10}\n$")
 
-# `write_atomic` names its temporary `.<target name>.<8 characters>.tmp`: the characters
-# are `tempfile.mkstemp`'s random name sequence (a-z, 0-9, _). Only names of exactly this
-# shape are ever taken for the debris of an interrupted write.
-_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp$")
+# `write_atomic` names its temporary `.<target name>.<nonce>.<tag>.tmp`: `nonce`, 8 random
+# hex digits; `tag`, the owner tag (`owner_tag`) of the target name and the nonce. Only a
+# name with a valid tag proves that this user's flows created the file; when no owner key
+# can be kept, the temporary is named `.<target name>.<nonce>.tmp` and is never taken for
+# debris (an interrupted write then leaves it).
+_TEMPORARY = re.compile(
+    r"^\.(?P<target>.+)\.(?P<nonce>[0-9a-f]{8})(?:\.(?P<tag>[0-9a-f]{16}))?\.tmp$"
+)
+
+# ---------------------------------------------------------------------------------------
+# Ownership proofs: an owner key kept outside every folder flows writes into
+
+#: Environment variable naming the file of the owner key (default: `owner_key_path()`).
+OWNER_KEY_ENV = "FLOWS_OWNER_KEY"
+
+
+def owner_key_path() -> Path:
+    """`$FLOWS_OWNER_KEY`, else `$XDG_STATE_HOME/flows/owner-key`, else
+    `~/.local/state/flows/owner-key`: a random secret of this user, created on first use."""
+    env = os.environ.get(OWNER_KEY_ENV)
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "flows" / "owner-key"
+
+
+def _read_owner_key(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != 64:
+            return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return None  # a key another user planted proves nothing
+        text = os.pread(fd, 64, 0).decode("ascii")
+        return bytes.fromhex(text)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _owner_key_at(path: str) -> bytes | None:
+    where = Path(path)
+    key = _read_owner_key(where)
+    if key is not None:
+        return key
+    tmp = None
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=".owner-key.", suffix=".tmp", dir=where.parent)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32))
+            fh.flush()
+            os.fsync(fh.fileno())
+        # a link appears complete or not at all; two processes racing keep the first key
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, where)
+    except OSError:
+        return None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return _read_owner_key(where)
+
+
+def owner_key() -> bytes | None:
+    """This user's owner key (32 random bytes, created on first use with O_EXCL semantics,
+    mode 0600, outside every folder flows writes into), or None where it cannot be kept
+    (then nothing flows left behind is ever recognized as its own, so nothing is removed).
+    """
+    return _owner_key_at(str(owner_key_path()))
+
+
+def owner_tag(*parts: str) -> str | None:
+    """A 16-hex-digit HMAC of `parts` under `owner_key()`: what flows writes into a name or
+    a marker to prove later that it created the file (a recipe nobody without the key can
+    follow). None without a key."""
+    key = owner_key()
+    if key is None:
+        return None
+    msg = "\0".join(("flows-owner", *parts)).encode("utf-8", "surrogateescape")
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()[:16]
+
+
+def _tag_ok(tag: object, *parts: str) -> bool:
+    want = owner_tag(*parts)
+    return isinstance(tag, str) and want is not None and hmac.compare_digest(tag, want)
+
+
+def create_owned_temporary(folder: str | os.PathLike, target: str, *, mode: int = 0o600) -> str:
+    """Create (O_CREAT | O_EXCL, never following a link) a new temporary file in `folder`
+    for the file `target`, named `.<target>.<nonce>.<tag>.tmp` with a fresh random nonce and
+    its owner tag; returns its path. `proven_temporary_target` recognizes exactly such
+    names later."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        nonce = secrets.token_hex(4)
+        tag = owner_tag("tmp", target, nonce)
+        name = f".{target}.{nonce}" + (f".{tag}" if tag else "") + ".tmp"
+        path = os.path.join(os.fspath(folder), name)
+        try:
+            fd = os.open(path, flags, mode)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return path
+    raise FileExistsError(errno.EEXIST, "no free temporary name", os.fspath(folder))
 
 
 def _fsync_file(path: str | os.PathLike) -> None:
@@ -100,8 +221,7 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
         if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
             kind = "a folder" if path.is_dir() else "not a regular file"
             raise IsADirectoryError(errno.EISDIR, f"{kind} is in the way", str(path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
+        tmp = create_owned_temporary(path.parent, path.name)
         # keep the unique name but let the writer create the file: writers such as netCDF's
         # refuse or mishandle an existing file, and a fresh file gets the usual permissions
         # rather than mkstemp's 0600
@@ -271,12 +391,22 @@ def temporary_target(name: str) -> str | None:
     return match.group("target") if match else None
 
 
+def proven_temporary_target(name: str) -> str | None:
+    """`temporary_target(name)` when `name` also carries a valid owner tag (`owner_tag`):
+    proof that this user's flows created the file (`create_owned_temporary`); else None."""
+    match = _TEMPORARY.match(name)
+    if not match or not _tag_ok(match.group("tag"), "tmp", match["target"], match["nonce"]):
+        return None
+    return match.group("target")
+
+
 def remove_stale_temporaries(folder: str | os.PathLike, owned: Callable[[str], bool]) -> list[Path]:
     """Delete the temporaries that killed `write_atomic` calls left in `folder` (not below).
 
-    Only regular files named exactly as `write_atomic` names its temporaries, and only
-    those whose target name the caller writes (`owned(target)` is true), are deleted: a
-    file the toolkit did not write is never touched. Call it only while holding the
+    Only regular files named exactly as `write_atomic` names its temporaries, with a valid
+    owner tag (`proven_temporary_target`: proof that flows created them), and only those
+    whose target name the caller writes (`owned(target)` is true), are deleted: a file the
+    toolkit did not write — whatever its name — is never touched. Call it only while holding the
     folder's lock (`lock_folder`), so that no write in progress loses its temporary.
 
     **Returns:** the paths deleted.
@@ -288,7 +418,7 @@ def remove_stale_temporaries(folder: str | os.PathLike, owned: Callable[[str], b
     except FileNotFoundError:
         return removed
     for entry in entries:
-        target = temporary_target(entry.name)
+        target = proven_temporary_target(entry.name)
         if target is None or not owned(target):
             continue
         try:
@@ -324,6 +454,12 @@ def lock_folder(folder: str | os.PathLike) -> Iterator[Path]:
     locked. The lock file records the holder's process id for the message of the next
     process; it stays in the folder.
 
+    The lock file is created complete (written under a fresh O_EXCL name, then linked into
+    place) and starts with flows' lock line (`_LOCK_MAGIC`); only such a file is ever
+    written to. A `.lock` that is not flows' — a file of the user's, another program's
+    pid file — is refused (`ConfigError`) and left exactly as it was; a lock file of an
+    earlier flows (its pid alone) is locked but not written to.
+
     Where `fcntl` does not exist (Windows) the block runs without a lock.
 
     **Returns** (as the `with` target): the folder, as a `Path`.
@@ -337,30 +473,96 @@ def lock_folder(folder: str | os.PathLike) -> Iterator[Path]:
         return
     lock = folder / LOCK_NAME
     check_lock_file(folder)
-    # O_NOFOLLOW: a planted symlink must not make us write our pid into another file
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        _create_lock_file(folder)
+        # O_NOFOLLOW: a planted symlink must not make us write our pid into another file
+        fd = os.open(lock, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
     except OSError as exc:
         raise ConfigError(
             f"cannot open the lock file {str(lock)!r} ({exc.strerror}); remove it if it is "
             "not a plain file, or choose another --out."
         ) from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(_foreign_lock_text(lock, "not a regular file"))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise FolderBusy(folder, _holder(fd)) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        head = os.pread(fd, len(_LOCK_MAGIC) + 64, 0)
+        if head.startswith(_LOCK_MAGIC):  # ours: only the pid after our line is rewritten
+            os.ftruncate(fd, len(_LOCK_MAGIC))
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), len(_LOCK_MAGIC))
+        elif not _LEGACY_LOCK.match(head):  # replaced since the check: not ours
+            raise ConfigError(_foreign_lock_text(lock, "it does not start with flows' lock line"))
         yield folder
     finally:
         os.close(fd)  # releases the lock
 
 
+def _create_lock_file(folder: Path) -> None:
+    """Create `folder/.lock` as flows' lock file, complete, unless something is there."""
+    if os.path.lexists(folder / LOCK_NAME):
+        return
+    tmp = create_owned_temporary(folder, LOCK_NAME, mode=0o644)
+    try:
+        with open(tmp, "r+b") as fh:
+            fh.write(_LOCK_MAGIC)
+        try:
+            os.link(tmp, folder / LOCK_NAME)  # fails, changing nothing, if one appeared
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: exclusive create, then fill
+            with contextlib.suppress(FileExistsError):
+                fd = os.open(
+                    folder / LOCK_NAME,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                    0o644,
+                )
+                try:
+                    os.write(fd, _LOCK_MAGIC)
+                finally:
+                    os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _foreign_lock_text(lock: Path, why: str) -> str:
+    return (
+        f"{str(lock)!r} is not a lock file of flows ({why}): it may be a file of yours or of "
+        "another program, so flows neither writes to it nor removes it. Move it away (or "
+        "delete it if it is yours and unused), or choose another --out."
+    )
+
+
 def check_lock_file(folder: str | os.PathLike) -> None:
     """Refuse (`ConfigError`) a `folder/.lock` that is not a regular file (a symbolic link,
-    a folder, a FIFO): flows never writes through it nor removes it. Creates nothing."""
-    check_regular_or_absent(Path(folder) / LOCK_NAME, "flows' lock file")
+    a folder, a FIFO), or a regular file that is not flows' lock file (a file of the user's
+    or of another program): flows never writes through it, to it, nor removes it. Creates
+    nothing."""
+    lock = Path(folder) / LOCK_NAME
+    check_regular_or_absent(lock, "flows' lock file")
+    if not is_flows_lock(lock) and os.path.lexists(lock):
+        raise ConfigError(_foreign_lock_text(lock, "it does not start with flows' lock line"))
+
+
+def is_flows_lock(lock: str | os.PathLike, *, legacy: bool = True) -> bool:
+    """Whether `lock` is a regular file holding flows' lock line (or, with `legacy`, the
+    bare pid an earlier flows wrote)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.pread(fd, len(_LOCK_MAGIC) + 64, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return head.startswith(_LOCK_MAGIC) or (legacy and bool(_LEGACY_LOCK.match(head)))
 
 
 def check_regular_or_absent(path: str | os.PathLike, what: str) -> None:
@@ -393,9 +595,10 @@ def check_regular_or_absent(path: str | os.PathLike, what: str) -> None:
 
 def _holder(fd: int) -> int | None:
     try:
-        text = os.pread(fd, 32, 0).decode("ascii").strip()
+        text = os.pread(fd, len(_LOCK_MAGIC) + 32, 0)
+        text = text.removeprefix(_LOCK_MAGIC).decode("ascii").strip()
         return int(text) if text else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
 
 
@@ -647,26 +850,32 @@ def _pid_alive(pid: int) -> bool:
 
 def _staging_mark(folder_name: str, pid: int) -> str:
     """The marker a staging folder carries: its own name and the creating pid, sealed with
-    their digest, so that only folders made by `OutputDir` for this name are recognized."""
-    import hashlib
-
-    seal = hashlib.sha256(f"flows-staging\0{folder_name}\0{pid}".encode()).hexdigest()
+    their owner tag (`owner_tag`, keyed by this user's secret: a seal nobody can forge by
+    following a public recipe), so that only folders made by `OutputDir` for this name are
+    recognized. Without an owner key the seal is empty and the folder is never recognized
+    (a killed run's staging folder is then left where it is)."""
+    seal = owner_tag("staging", folder_name, str(pid)) or ""
     return json.dumps({"written_by": "flows", "folder": folder_name, "pid": pid, "seal": seal})
 
 
 def _staging_pid(folder: Path) -> int | None:
     """The pid in `folder`'s staging marker when the marker is flows' own for this folder
-    (a regular file, matching name and seal); None otherwise."""
+    (a regular file, matching name and a seal made with this user's owner key); None
+    otherwise."""
     mark = folder / _TMP_MARK
     try:
         if not stat.S_ISREG(os.lstat(mark).st_mode):
             return None
         raw = json.loads(mark.read_text(encoding="utf-8"))
         pid = raw["pid"]
-        if not isinstance(pid, int) or raw != json.loads(_staging_mark(folder.name, pid)):
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            return None
+        if not _tag_ok(raw.get("seal"), "staging", folder.name, str(pid)):
+            return None
+        if raw != json.loads(_staging_mark(folder.name, pid)):
             return None
         return pid
-    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError):
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
         return None
 
 

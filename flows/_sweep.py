@@ -86,7 +86,9 @@ from ._io import (
     FolderBusy,
     check_lock_file,
     check_regular_or_absent,
+    is_flows_lock,
     lock_folder,
+    proven_temporary_target,
     remove_stale_temporaries,
     write_atomic,
     write_netcdf,
@@ -98,7 +100,9 @@ from ._sweep_points import (
     _point_dataset,
     _read_point,
     combine_records,
+    default_value_kind,
     error_text,
+    invalid_values,
     load_sweep,
 )
 from ._trajectory import versions
@@ -198,6 +202,14 @@ class AbstractSweepSpec(abc.ABC):
     def check(self, points: list[tuple]) -> None:
         """Refuse (`ConfigError`) before anything is written what every point would fail."""
         return None
+
+    def value_kind(self, name: str) -> str | None:
+        """The kind of the variable `name` — 'loss' (finite, ≥ 0), 'time' (finite, ≥ 0, or
+        NaN: not reached), 'count' (a whole number ≥ 0, or NaN) — or None (unchecked). A
+        point marked ok with a value invalid for its kind is not a finished point: read back,
+        its file is rejected and the point recomputed; computed, it is recorded as failed.
+        Default: by name (`flows._sweep_points.default_value_kind`)."""
+        return default_value_kind(name)
 
     def batch_key(self, point: tuple) -> Hashable:
         """Points with equal keys may be computed together (default: each alone)."""
@@ -304,10 +316,20 @@ def _check_out(out: Path, spec: AbstractSweepSpec) -> bool:
         raise ConfigError(f"--out {out} exists and is not a folder.")
     manifest = out / "manifest.json"
     if not manifest.exists():
-        # our lock, and hidden temporary files of an interrupted first write, do not make it
-        # a foreign folder
+        # our lock, and our temporaries of an interrupted first write, do not make it a
+        # foreign folder; anything flows cannot prove it made (a `.lock` of the user's or
+        # of another program, a file named like a temporary) does
+        ours = {
+            LOCK_NAME,
+            "manifest.json",
+            "sweep.nc",
+            *([spec.figure_name] if spec.figure_name else []),
+        }
         if any(
-            p.name != LOCK_NAME and not (p.name.startswith(".") and p.name.endswith(".tmp"))
+            not (
+                (p.name == LOCK_NAME and is_flows_lock(p, legacy=False))
+                or proven_temporary_target(p.name) in ours
+            )
             for p in out.iterdir()
         ):
             raise ConfigError(
@@ -570,6 +592,9 @@ def _run(out, spec, grid, existing, client, scheduler, plot, progress, interrupt
 
     def handle(batch_recs):
         for rec in batch_recs:
+            bad = invalid_values(spec, rec) if rec.get("status") == "ok" else None
+            if bad is not None:  # never written as done: it would be rejected when read back
+                rec = {**rec, "status": "failed", "error": f"invalid result: {bad}"}
             _write_point(points_dir, rec, spec)
             records[rec["id"]] = rec
             counter[0] += 1

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,6 +51,77 @@ def _point_dataset(rec: dict, spec: AbstractSweepSpec) -> xr.Dataset:
         config=json.dumps(spec.settings()),
     )
     return ds
+
+
+# --- the kinds of a point's values: what an 'ok' point may hold ---------------------------
+
+#: Largest magnitude a loss or a time read back may have: float64 reaches 1.8e308, and a
+#: value within a factor 1.8e8 of it is not something a run computes (the sum of the
+#: loss's terms, or the energy identity's integral of ‖∇L‖², would have overflowed first):
+#: a file holding one was not written by a finished run.
+LARGEST_VALUE = 1e300
+#: Largest count: float64 holds every integer up to 2⁵³ exactly.
+LARGEST_COUNT = 2.0**53
+
+_LOSS_NAME = re.compile(r"^loss(_initial|_final|_curve)?$")
+_TIME_NAME = re.compile(r"^(t|tau|t1|tau1|t_reached|stopped_at|T_[A-Za-z0-9]+)$")
+_DURATION_NAMES = frozenset({"wall_s", "batch_wall_s", "compile_s"})
+_COUNT_NAMES = frozenset(
+    {"vf_evals", "steps", "accepted_steps", "rejected_steps", "segments", "batch_size"}
+)
+
+
+def default_value_kind(name: str) -> str | None:
+    """The kind of a point variable named `name`, by the names the toolkit's sweeps use:
+    'loss' (`loss`, `loss_initial`, `loss_final`, `loss_curve`), 'time' (`t`, `tau`,
+    `t1`, `tau1`, `t_reached`, `stopped_at`, `T_…`, and the durations `wall_s`,
+    `batch_wall_s`, `compile_s`), 'count' (`vf_evals`, `steps`, `accepted_steps`,
+    `rejected_steps`, `segments`, `batch_size`); None (not checked) for anything else."""
+    if _LOSS_NAME.match(name):
+        return "loss"
+    if _TIME_NAME.match(name) or name in _DURATION_NAMES:
+        return "time"
+    if name in _COUNT_NAMES:
+        return "count"
+    return None
+
+
+#: What each kind admits, for the messages.
+KIND_RULES = {
+    "loss": f"a finite number ≥ 0 (≤ {LARGEST_VALUE:g}) at every save of a curve, and as a "
+    "single value the same or NaN for 'not recorded'",
+    "time": f"a finite number ≥ 0 (≤ {LARGEST_VALUE:g}), or NaN for 'not reached'",
+    "count": "a whole number from 0 to 2⁵³, or NaN for 'not recorded'",
+}
+
+
+def _bad_value(kind: str, x: float, curve: bool) -> bool:
+    if math.isnan(x):
+        # a time not reached, a count or a summary loss not recorded; but a loss curve is
+        # measured at every save of a finished run
+        return kind == "loss" and curve
+    if kind in ("loss", "time"):
+        return not (math.isfinite(x) and 0 <= x <= LARGEST_VALUE)
+    return not (math.isfinite(x) and 0 <= x <= LARGEST_COUNT and x == math.floor(x))
+
+
+def invalid_values(spec: AbstractSweepSpec, rec: dict) -> str | None:
+    """Why the values of the 'ok' record `rec` cannot be those of a finished point — the
+    first variable whose value is not valid for its kind (`spec.value_kind`), named with
+    the value and the rule — or None when they are all valid (or the kind is unknown)."""
+    for name in spec.variables():
+        kind = spec.value_kind(name)
+        if kind not in KIND_RULES:
+            continue
+        curve = bool(np.ndim(rec[name]))
+        values = np.asarray(rec[name], dtype=np.float64).ravel()
+        for i, x in enumerate(values.tolist()):
+            if _bad_value(kind, x, curve):
+                where = f"{name}[{i}]" if curve else name
+                return (
+                    f"{where} = {x!r} in a point marked ok, but a {kind} must be {KIND_RULES[kind]}"
+                )
+    return None
 
 
 class _Rejected(Exception):
@@ -160,6 +233,10 @@ def _read_point(path: Path, spec: AbstractSweepSpec) -> tuple[dict | None, str |
         for name, dims in spec.variables().items():
             values = np.asarray(ds[name].values, dtype=np.float64)
             rec[name] = values if dims else float(values)
+        if rec["status"] == "ok":  # believed done only if its values can be a run's
+            bad = invalid_values(spec, rec)
+            if bad is not None:
+                raise _Rejected(bad)
         return rec, None
     except _Rejected as exc:
         return None, str(exc)

@@ -381,7 +381,10 @@ def test_experiment_scales_out_of_range_are_refused_by_name(argv, flag, tmp_path
 def test_simulate_removes_temporaries_of_a_killed_write(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    stale = run / ".trajectory.nc.k1ll3d_x.tmp"  # how write_atomic names its temporary
+    from flows import _io
+
+    # a temporary as write_atomic makes it (its name carries the owner tag that proves it)
+    stale = Path(_io.create_owned_temporary(run, "trajectory.nc"))
     stale.write_bytes(b"half a netCDF file")
     mine = run / ".notes.txt.k1ll3d_x.tmp"  # not a temporary of a file flows writes here
     mine.write_text("keep")
