@@ -341,7 +341,10 @@ def _notes(c: Check) -> str:
     if c.kind == "limit" and c.error is not None and math.isfinite(c.error):
         parts.append(f"rate's numerical error ±{c.error:.2g}")
     if "companion_verdict" in c.values and c.error is None:
-        parts.append(f"same verdict on the {c.values.get('error_how', 'companion solve')}")
+        how, other = c.values.get("error_how", "companion solve"), c.values["companion_verdict"]
+        parts.append(
+            f"same verdict on the {how}" if other == c.verdict else f"{other} on the {how}"
+        )
     if c.critical:
         parts.append("critical: " + "; ".join(c.critical))
     return "; ".join(parts)

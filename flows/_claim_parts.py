@@ -30,10 +30,20 @@ class Measured:
     value: float
     error: float = math.nan
     how: str = ""
+    #: `error` is a statistical interval (a fit's 95 % confidence half-width over finite
+    #: sizes or seeds), not a numerical error: a margin inside it is `undecided (finite
+    #: size)` — more sizes or seeds decide it, not a tighter rtol
+    statistical: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "value", float(self.value))
         object.__setattr__(self, "error", abs(float(self.error)))
+
+    @property
+    def unbounded(self) -> bool:
+        """The error is known to be unbounded (∞: e.g. a limit in time whose saves are not
+        converging), as against not estimated (NaN)."""
+        return math.isinf(self.error)
 
     @property
     def has_error(self) -> bool:

@@ -212,6 +212,21 @@ class Bound:
                 f"{_fmt(edge)}, the {'largest' if upper else 'smallest'} value the quantity "
                 "can take, so the check could not have failed",
             )
+        elif q.unbounded:  # not "not estimated": known not to be bounded
+            verdict = UNDECIDED
+            reasons.insert(
+                0,
+                f"the quantity's error is unbounded ({q.how or 'no error bar can be given'}): "
+                "its last value is not a result",
+            )
+        elif q.has_error and abs(margin) <= q.error and q.statistical:
+            verdict = UNDECIDED_SIZE
+            reasons.insert(
+                0,
+                f"the margin {margin:.2g} is inside the 95 % confidence interval ±{q.error:.2g}"
+                f" ({q.how or 'of the fit'}): the interval crosses the bound; more sizes or "
+                "seeds would decide",
+            )
         elif q.has_error and abs(margin) <= q.error:
             verdict = UNDECIDED
             reasons.insert(
@@ -260,7 +275,7 @@ def Near(  # noqa: N802 - a claim kind, read like the others
 ) -> Bound:
     """'quantity = target within a tolerance': a `Bound` on |quantity − target| ≤ the
     tolerance, a named `Constant` (its critical value is the distance measured)."""
-    d = Measured(abs(measured.value - target), measured.error, measured.how)
+    d = Measured(abs(measured.value - target), measured.error, measured.how, measured.statistical)
     name = tolerance.name
     kw.setdefault("predicted", f"{_fmt(target, 4)} ± {tolerance.default:g} ({tolerance.label})")
     kw.setdefault("measured_text", f"{measured.text(4)} (off by {d.value:.3g})")

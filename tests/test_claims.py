@@ -1,6 +1,7 @@
 """The claim kit (`flows.claims`): every verdict kind reachable, critical constants against
 closed forms, bad claims refused with the claim and the field named."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -28,6 +29,7 @@ from flows.claims import (
     Measured,
     Near,
     agrees,
+    limit_in_time,
     power_law_fit,
     richardson,
 )
@@ -241,3 +243,42 @@ def test_flips_at_states_the_side_and_refuses_when_another_condition_fails():
     assert flips_at("cos_tol", 0.99, at_least=False) == "holds for cos_tol ≤ 0.99"
     assert flips_at("tol", 0.5, at_least=True, others_hold=False).startswith("holds for no tol")
     assert flips_at("tol", math.inf, at_least=True).startswith("holds for no tol")
+
+
+def test_a_confidence_interval_across_the_bound_is_undecided_by_size():
+    """A fitted exponent 1.89 with 95 % interval [1.38, 2.41] against ≤ 2 + 0.25 (the SGD
+    row of Theorem 4.1) was judged on its point estimate; its interval crosses the bound."""
+    wide = Measured(1.89, 0.52, "95 % confidence interval of the fitted slope", statistical=True)
+    c = Bound("exponent ≤ 2.25", "paper", wide, 2.25).judge()
+    assert c.verdict == UNDECIDED_SIZE and "confidence interval" in c.reason
+    narrow = Measured(1.89, 0.1, "95 % confidence interval", statistical=True)
+    assert Bound("exponent ≤ 2.25", "paper", narrow, 2.25).judge().verdict == HOLDS
+    above = Measured(2.9, 0.1, "95 % confidence interval", statistical=True)
+    assert Bound("exponent ≤ 2.25", "paper", above, 2.25).judge().verdict == FAILS
+
+
+def test_an_unbounded_error_is_never_judged_on_the_last_value():
+    """`limit_in_time` returns error ∞ where the saves are not converging; such a row was
+    judged on its last value ('holds', 'numerical error not estimated')."""
+    t = np.logspace(0, 3, 10)
+    q = 1.0 + 0.1 * np.sin(t)  # oscillates: no limit on these saves
+    m = limit_in_time(t, q)
+    assert math.isinf(m.error)
+    c = Bound("limit ≤ 5", "paper", m, 5.0).judge()
+    assert c.verdict == UNDECIDED and "unbounded" in c.reason
+    # an error that is merely not estimated (NaN) keeps its verdict, said as such
+    assert Bound("q ≤ 5", "paper", Measured(1.0), 5.0).judge().verdict == HOLDS
+
+
+def test_the_note_says_what_the_companion_verdict_recorded_is():
+    """A row's printed note and its results.json come from one field: a row whose
+    `companion_verdict` differs from its own verdict must not read 'same verdict'."""
+    from flows import Check
+    from flows._checks import _notes
+
+    how = "companion solve at rtol/10"
+    row = Check.not_applicable("claim", "paper", "judged as a limit")
+    differs = dataclasses.replace(row, values={"companion_verdict": FAILS, "error_how": how})
+    assert "same verdict" not in _notes(differs) and f"{FAILS} on the {how}" in _notes(differs)
+    same = dataclasses.replace(differs, values={"companion_verdict": row.verdict, "error_how": how})
+    assert f"same verdict on the {how}" in _notes(same)

@@ -54,7 +54,8 @@ def _exponent_bound(
     """'updates ≲ C·x^exponent' read as 'the fitted log-log slope ≤ exponent' (+ `slack`,
     the named constant `SLACK`, where given), a `Bound` whose a-priori range is the
     slope's range when every run may take anything from 1 update to its budget (so the
-    check could have failed); the slope's 95 % interval is shown beside."""
+    check could have failed); the slope's 95 % interval is its error bar: a row whose
+    interval crosses the bound is `undecided (finite size)`."""
     slope = _loglog_slope(x, updates)
     fit = power_law_fit(x, np.asarray(updates, float))
     lo, hi = _slope_range(x, [1] * len(x), budgets)
@@ -66,10 +67,13 @@ def _exponent_bound(
         constants = (dataclasses.replace(SLACK, default=float(slack)),)
         bound = lambda slack: exponent + slack  # noqa: E731
         predicted = f"fitted exponent in {x_name} ≤ {exponent:g} + s (s = {slack:g})"
+    # the slope with its 95 % interval as a statistical error bar: an interval that
+    # crosses the bound leaves the row undecided (finite size), whatever the point estimate
+    half = max(abs(ci[1] - slope), abs(slope - ci[0])) if math.isfinite(ci[0]) else math.nan
     return Bound(
         claim,
         src,
-        Measured(slope),
+        Measured(slope, half, "95 % confidence interval of the fitted slope", statistical=True),
         bound,
         constants=constants,
         a_priori=(lo, hi),
