@@ -57,6 +57,7 @@ from ._nonsmooth import KINK_OBSERVABLES as KINK_OBSERVABLES  # noqa: E402
 from ._nonsmooth import simulate_nonsmooth as simulate_nonsmooth  # noqa: E402
 from ._problem import Problem as Problem  # noqa: E402
 from ._problem import make_problem as make_problem  # noqa: E402
+from ._significance import loss_floors as loss_floors  # noqa: E402
 from ._simulate import simulate as simulate  # noqa: E402
 from ._solvers import ESERK4 as ESERK4  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402
@@ -67,12 +68,14 @@ from ._solvers import MAX_IMPLICIT_PARAMS as MAX_IMPLICIT_PARAMS  # noqa: E402
 from ._solvers import RKC2 as RKC2  # noqa: E402
 from ._solvers import ROCK4 as ROCK4  # noqa: E402
 from ._solvers import SOLVERS as SOLVERS  # noqa: E402
+from ._solvers import STEP_TO_SAVES as STEP_TO_SAVES  # noqa: E402
 from ._solvers import AbstractStabilizedSolver as AbstractStabilizedSolver  # noqa: E402
 from ._solvers import auto_solver as auto_solver  # noqa: E402
 from ._solvers import initial_step as initial_step  # noqa: E402
 from ._solvers import make_solver as make_solver  # noqa: E402
 from ._solvers import pid_controller as pid_controller  # noqa: E402
 from ._solvers import spectral_radius as spectral_radius  # noqa: E402
+from ._solvers import steps_to_saves as steps_to_saves  # noqa: E402
 from ._solvers._stabilized import rkc_eval_counts as rkc_eval_counts  # noqa: E402
 from ._stages import average_decay_rate as average_decay_rate  # noqa: E402
 from ._stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402

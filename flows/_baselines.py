@@ -276,7 +276,11 @@ def _gd_divergence(loss, loss0, ts, save_steps, learning_rate, throw) -> str | N
     """Why a GD run diverged (its saved loss non-finite, or ending above L(0)), or None;
     with `throw`, a `SolverError` naming the time instead."""
     nonfinite = ~np.isfinite(loss)
-    if not (nonfinite.any() or loss[-1] > loss0):
+    # "above L(0)" by more than float64 can tell: the first save is L(0) as the compiled
+    # run computes it (the eager `loss0` may differ in its last bits), plus its round-off
+    start = float(loss[0]) if len(loss) and np.isfinite(loss[0]) else loss0
+    above = loss[-1] > start + 8 * np.finfo(np.float64).eps * abs(start)
+    if not (nonfinite.any() or above):
         return None
     i = int(np.argmax(nonfinite)) if nonfinite.any() else int(np.nanargmax(loss))
     reason = (

@@ -34,7 +34,7 @@ from ._arguments import (
     ungroup,
 )
 from ._clocks import PhysicalClock
-from ._compile import compile_program
+from ._compile import compile_program, jit_kept_on
 from ._errors import ConfigError, SolverError
 from ._flow import FlowSettings, flow_config, solve_flow
 from ._problem import Problem
@@ -124,6 +124,7 @@ def _member(tree, i: int):
     return jax.tree_util.tree_map(lambda v: v[i], tree)
 
 
+@jit_kept_on  # compiled even inside `jax.disable_jit()`
 def simulate_batch(
     problems: list[Problem],
     *,

@@ -34,6 +34,7 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ import _flows_launch as launch
 from . import _compile
 from . import _flags as fl
 from ._cli_check import _cmd_check, _duration, _StampedLines
-from ._cli_env import _check_environment, _command
+from ._cli_env import _check_environment, _command, _jit_kept_on
 from ._cli_output import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -52,6 +53,7 @@ from ._cli_output import (
     _finish_output,
     _guard_output,
     _OutputLost,
+    path_refusal,
 )
 from ._errors import ConfigError, SolverError, WriteError
 from ._flags import Flag
@@ -173,6 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
             help="replace an existing OUT/trajectory.nc and OUT/report.html (refused otherwise)",
         )
         sp.add_argument("--no-report", action="store_true", help="do not write OUT/report.html")
+        sp.add_argument(
+            "--global-error",
+            dest="global_error",
+            action="store_true",
+            help="also estimate the run's global error by a companion solve at tolerances "
+            "10x tighter (about 1.5-2.5x the run's time): its estimate is printed, saved in "
+            "OUT/trajectory.nc (variables global_error.<observable>) and bounds the final "
+            "loss's error floor",
+        )
 
     w = sub.add_parser(
         "sweep",
@@ -205,26 +216,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _save_trajectory(traj, out: Path, rtol: float | None, overwrite: bool) -> Path:
-    """Write OUT/trajectory.nc, unless the flow's accuracy certificate failed (exit 3)."""
-    if rtol is not None:
-        from ._stats import SolveStats, certificate, describe_certificate
+    """Write OUT/trajectory.nc, unless the flow's accuracy certificate failed or its final
+    loss is smaller than the error it can be known to (exit 3, nothing written)."""
+    from ._significance import describe_unresolved
+    from ._stats import SolveStats, certificate, describe_certificate
 
-        if not traj.stats.get("certificate"):  # every flow has one; a hand-made run may not
-            cert = certificate(traj.observables, rtol)
-            st = traj.stats
-            st = (
-                st.replace(certificate=cert)
-                if isinstance(st, SolveStats)
-                else {**st, "certificate": cert}
-            )
-            traj.stats = st
-        cert = traj.stats["certificate"]
-        if not cert["ok"]:
-            raise SolverError(
-                describe_certificate(cert) + " Nothing was written.",
-                t_reached=float(traj.times[-1]),
-                reason="certificate",
-            )
+    if rtol is not None and not traj.stats.get("certificate"):
+        # every flow has one; a hand-made run may not
+        cert = certificate(traj.observables, rtol)
+        st = traj.stats
+        traj.stats = (
+            st.replace(certificate=cert)
+            if isinstance(st, SolveStats)
+            else {**st, "certificate": cert}
+        )
+    res = traj.stats.get("resolution") if isinstance(traj.stats, Mapping) else None
+    unresolved = describe_unresolved(res) if res and not res["resolved"] else ""
+    failed = rtol is not None and not traj.stats["certificate"]["ok"]
+    if failed or unresolved:
+        why = [describe_certificate(traj.stats["certificate"])] if failed else []
+        raise SolverError(
+            " ".join([*why, ("Also " if why else "") + unresolved, "Nothing was written."]),
+            t_reached=float(traj.times[-1]),
+            reason="certificate" if failed else "unresolved",
+        )
     from ._io import FolderBusy, lock_folder, remove_stale_temporaries
 
     try:
@@ -266,8 +281,16 @@ def _cmd_simulate(args) -> int:
     options = _flag_values(args, exp.simulate_flags)
     start = time.perf_counter()
     startup = _process_age()
-    run = exp.simulate(options, progress=bool(options.get("progress")))
+    from ._global_error import global_error_by_default
+    from ._significance import format_resolved
+
+    with global_error_by_default(args.global_error):
+        run = exp.simulate(options, progress=bool(options.get("progress")))
     traj = run.traj
+    ge = getattr(traj, "global_error", None)  # a plug-in's hand-made run may lack it
+    if args.global_error and ge is not None and not ge.missing:
+        for name, est in ge.observables.items():  # beside the run's own, per save
+            traj.observables[f"global_error.{name}"] = est
     simulated = time.perf_counter()
     path = _save_trajectory(traj, out, run.rtol, args.overwrite)
     saved = time.perf_counter()
@@ -277,14 +300,26 @@ def _cmd_simulate(args) -> int:
         page = _simulate_page(exp, traj, stages, time.perf_counter() - start)
         written.append(_save_beside(report, page, args.overwrite))
     st = traj.stats
+    res = st.get("resolution")  # the final loss with the digits its error floor leaves it
+    end = format_resolved(traj.loss[-1], res["floor"]) if res else f"{traj.loss[-1]:.6g}"
     line = (
         f"{traj.config.get('method', 'gradient flow')}: loss {traj.loss[0]:.6g} → "
-        f"{traj.loss[-1]:.6g} at t = {traj.times[-1]:g}; {st['vf_evals']} gradient "
+        f"{end} at t = {traj.times[-1]:g}; {st['vf_evals']} gradient "
         f"evaluations, {st['wall_s']:.2f}s"
     )
     if "energy_residual" in traj.observables:
         line += f"; max energy residual {traj.observables['energy_residual'].max():.2e}"
     print(line)
+    if args.global_error:
+        if ge is None:
+            print("global error: not estimated (this run is not an exact flow)")
+        elif ge.missing:
+            print(f"global error: not estimated: {ge.missing}")
+        else:
+            print(
+                f"global error of the final loss ≈ {ge.observables['loss'][-1]:.2g} (companion "
+                f"solve at tolerances /{ge.factor:g}; {ge.cost:.2g}× the run's time)"
+            )
     print("wrote:", ", ".join(str(p) for p in written))
     return EXIT_OK
 
@@ -565,17 +600,20 @@ def main(argv=None, *, check_environment: bool = False) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a refused flag (2, message printed)
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     try:
+        if args.command == "sweep":  # a timeout for a scheduler not asked for: refused
+            fl.refuse_unmet_needs(args, {"connect_timeout": ("scheduler", "tcp://host:8786")})
         if check_environment:
             _check_environment()
         if not args.no_cache and not _compile.cache_disabled_by_env():
             _enable_cache()
-        if args.command == "check":
-            return _cmd_check(args)
-        if args.command == "simulate":
-            return _cmd_simulate(args)
-        if args.command == "sweep":
-            return _cmd_sweep(args)
-        return _cmd_derive(args)
+        with _jit_kept_on():  # JAX_DISABLE_JIT: the solver is compiled ahead of time
+            if args.command == "check":
+                return _cmd_check(args)
+            if args.command == "simulate":
+                return _cmd_simulate(args)
+            if args.command == "sweep":
+                return _cmd_sweep(args)
+            return _cmd_derive(args)
     except ConfigError as exc:
         print(f"flows: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -583,6 +621,10 @@ def main(argv=None, *, check_environment: bool = False) -> int:
         print(f"flows: solver failure: {exc}", file=sys.stderr)
         return EXIT_SOLVER
     except OSError as exc:  # a result that could not be written: named, never a traceback
+        refused = None if isinstance(exc, WriteError) else path_refusal(exc)
+        if refused is not None:  # a path the OS refuses (too long, a loop, …): bad input
+            print(f"flows: error: {refused}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if not isinstance(exc, WriteError) and exc.errno not in _DISK_ERRNOS:
             raise
         print(f"flows: error: {_write_failure(exc)}", file=sys.stderr)

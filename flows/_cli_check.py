@@ -27,10 +27,15 @@ from ._cli_env import _command
 from ._cli_output import EXIT_FAILED, EXIT_OK
 from ._errors import ConfigError
 
+#: The widest table drawn: a `COLUMNS` or `--width` beyond it (`COLUMNS=10²⁰`, which no
+#: terminal has) draws this wide; every line then fits on one line of any real terminal.
+MAX_WIDTH = 1000
+
 
 def terminal_width(fallback: int = 120) -> int:
-    """Columns of the terminal (`COLUMNS` if set; `fallback` when not a terminal)."""
-    return max(shutil.get_terminal_size((fallback, 24)).columns, 20)
+    """Columns of the terminal (`COLUMNS` if set; `fallback` when not a terminal), in
+    [20, `MAX_WIDTH`]."""
+    return min(max(shutil.get_terminal_size((fallback, 24)).columns, 20), MAX_WIDTH)
 
 
 def _duration(s: float) -> str:
@@ -365,7 +370,7 @@ def _cmd_check(args) -> int:
     if report and len(names) > 1:
         OutputDir.preflight(out, (INDEX_NAME,))
     as_json = args.format == "json"
-    width = args.width or terminal_width()
+    width = min(args.width or terminal_width(), MAX_WIDTH)
     mode = "quick" if args.quick else "default"
     # progress goes where the table does not: stderr for json, else stdout
     progress_stream = sys.stderr if as_json else sys.stdout

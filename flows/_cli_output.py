@@ -5,6 +5,7 @@ quietly with 141, and a full disk under stdout with one line on stderr."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import sys
@@ -207,3 +208,42 @@ def _finish_output(code: int, lost: _OutputLost | None = None) -> int:
         with contextlib.suppress(OSError):
             os.write(2, f"flows: error: cannot write output: {cause}\n".encode(errors="replace"))
     return EXIT_CANNOT_WRITE
+
+
+#: errno values of a path the OS refuses as such (a name over 255 bytes, a path over 4095,
+#: a symlink loop, a byte sequence the file system does not take, a component that is no
+#: folder, no permission): bad input, exit 2, whenever it is met.
+PATH_ERRNOS = frozenset(
+    getattr(errno, n)
+    for n in ("ENAMETOOLONG", "ELOOP", "EILSEQ", "ENOTDIR", "EISDIR", "EACCES", "EPERM")
+    if hasattr(errno, n)
+)
+
+#: The longest path a message shows whole; a longer one is shown by its ends.
+SHOWN_PATH_CHARS = 120
+
+
+def shown_path(path) -> str:
+    """`path` for a one-line message: quoted (undecodable bytes as escapes), a long one
+    shortened to its beginning and end with its length in bytes."""
+    text = os.fsdecode(path) if isinstance(path, bytes | os.PathLike) else str(path)
+    if len(text) <= SHOWN_PATH_CHARS:
+        return repr(text)
+    return f"{text[:60]!r} … {text[-40:]!r} ({len(os.fsencode(text)):,} bytes)"
+
+
+def path_refusal(exc: OSError) -> str | None:
+    """The one-line message of an `OSError` by which the OS refused a path (`PATH_ERRNOS`),
+    naming the path, the cause and what to do; None for any other error."""
+    if exc.errno not in PATH_ERRNOS or exc.filename is None:
+        return None
+    cause = exc.strerror or os.strerror(exc.errno or 0)
+    what = f"the OS refuses the path {shown_path(exc.filename)}: {cause}"
+    if exc.errno == errno.ENAMETOOLONG:
+        return (
+            f"{what}. A file or folder name holds at most 255 bytes, a whole path 4095 "
+            "(non-ASCII characters take 2–4 bytes each); choose a shorter --out."
+        )
+    if exc.errno == errno.EILSEQ:
+        return f"{what}. The file system does not accept these bytes in a name; use another."
+    return f"{what}. Choose a path you can create and write, e.g. a folder in your home."

@@ -40,6 +40,10 @@ import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: Environment variable that turns the command line's persistent cache off (any value but
 #: '', '0').
@@ -287,6 +291,22 @@ def callback_free():
         clear()
 
 
+def jit_kept_on(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`fn` run with JAX's jit switched on, even inside `jax.disable_jit()` (or with
+    `JAX_DISABLE_JIT=1`): the toolkit's solves are compiled ahead of time, which JAX refuses
+    to do there, and op by op they would run ~100× slower. The flag keeps acting on the
+    user's own code outside these calls."""
+
+    @functools.wraps(fn)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        import jax
+
+        with jax.disable_jit(False):
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
 def compile_program(fn, *args, persist: bool = False):
     """`eqx.filter_jit(fn)` lowered and compiled for `args` (arrays traced, the rest
     static), traced `callback_free` so the program can be cached across processes.
@@ -297,13 +317,16 @@ def compile_program(fn, *args, persist: bool = False):
     in tuples, lists and dicts, and whose program has no host callback; anything that
     cannot be keyed or exported is compiled as without `persist`."""
     import equinox as eqx
+    import jax
 
     folder = _ENABLED
     if persist and folder is not None:
         program = persisted_program(fn, args, folder / PROGRAMS_DIR)
         if program is not None:
             return program
-    with callback_free():
+    # compiled ahead of time even inside `jax.disable_jit()` (JAX refuses to lower there):
+    # an uncompiled solve would run op by op, ~100× slower
+    with callback_free(), jax.disable_jit(False):
         return eqx.filter_jit(fn).lower(*args).compile()
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._errors import ConfigError
-from ._validate import as_float, as_int, as_seed, as_tolerance
+from ._validate import MIN_RTOL, as_float, as_int, as_seed, as_tolerance
 
 __all__ = [
     "GIVEN",
@@ -23,6 +23,7 @@ __all__ = [
     "positive",
     "real",
     "refuse_inapplicable",
+    "refuse_unmet_needs",
     "seed",
     "tolerance",
     "tolerance_flags",
@@ -73,10 +74,12 @@ def seed(flag: str = "--seed") -> Callable[[str], Any]:
     return typed(flag, as_seed)
 
 
-def tolerance(flag: str, example: str) -> Callable[[str], Any]:
+def tolerance(flag: str, example: str, floor: float | None = None) -> Callable[[str], Any]:
     """A solver tolerance (`as_tolerance`); `example` is the value the error message
-    suggests."""
-    return typed(flag, as_tolerance, example=example)
+    suggests; `floor` the smallest accepted (`MIN_RTOL` for a relative tolerance)."""
+    if floor is None:
+        return typed(flag, as_tolerance, example=example)
+    return typed(flag, as_tolerance, example=example, floor=floor)
 
 
 #: What each `--method` value is, in the user's terms (the messages of `refuse_inapplicable`).
@@ -208,12 +211,36 @@ def tolerance_flags(
     None: the experiment's own); `methods` as `Flag.methods`."""
 
     def flag(name: str, kind: str, text: str) -> Flag:
+        # rtol's floor here as in `simulate`: `flows sweep --rtol 1e-320` was accepted,
+        # then every point failed on it
+        floor = MIN_RTOL if name == "rtol" else None
         return Flag(
             name,
             f"{kind} tolerance (default {text})",
-            tolerance(f"--{name}", text),
+            tolerance(f"--{name}", text, floor),
             default=float(text) if defaults else None,
             methods=methods,
         )
 
     return flag("rtol", "relative", rtol), flag("atol", "absolute", atol)
+
+
+def refuse_unmet_needs(
+    values: argparse.Namespace | Mapping[str, Any], needs: Mapping[str, tuple[str, str]]
+) -> None:
+    """Raise `ConfigError` if a flag that acts only together with another was typed
+    without it: it would be silently ignored. `needs` maps a flag's name to (the name of
+    the flag it needs, an example value of that flag); the message names both flags and
+    the two ways out.
+
+    `flows sweep … --connect-timeout 5` without `--scheduler` runs the sweep here, where
+    no scheduler is waited for."""
+    typed = given(values)
+    mapping = vars(values) if isinstance(values, argparse.Namespace) else values
+    for name, (needed, example) in needs.items():
+        if name in typed and mapping.get(needed) in (None, False):
+            opt, other = (Flag(n, "").option for n in (name, needed))
+            raise ConfigError(
+                f"{opt} acts only together with {other}; without {other} it would be "
+                f"ignored. Drop {opt}, or add {other} {example}."
+            )

@@ -29,6 +29,7 @@ from ._solvers import (
     pid_controller,
     runtime_tolerances,
     spectral_radius,
+    steps_to_saves,
 )
 from ._solvers import SOLVERS as SOLVERS
 
@@ -203,9 +204,15 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
         def cond(t, y, args, **kwargs):  # diffrax passes the clock value as `t`
             return stop(args, y[0], clock.to_physical(t))
 
-        # downcrossing only: a run that starts at or below 0 is not stopped at t0
+        cond_fn, direction = cond, False  # downcrossing only: not stopped at t0 when ≤ 0
+        if hasattr(stop, "at_noise_floor"):  # `stop_when_converged`: also at the noise floor
+
+            def noise(t, y, args, **kwargs):
+                return stop.at_noise_floor(args, y[0], tol)
+
+            cond_fn, direction = (cond, noise), (False, None)
         event = diffrax.Event(
-            cond, root_finder=optx.Newton(rtol=1e-10, atol=1e-10), direction=False
+            cond_fn, root_finder=optx.Newton(rtol=1e-10, atol=1e-10), direction=direction
         )
     if pts.shape[0]:
         subs.append(diffrax.SubSaveAt(ts=pts, fn=lambda t, y, prob: y[0]))
@@ -230,7 +237,11 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
         y0,
         args=problem,
         saveat=diffrax.SaveAt(subs=subs, solver_state=rkc),
-        stepsize_controller=pid_controller(tol[0], tol[1], settings.error_norm),
+        # a solver whose saves between steps are less accurate than its step ends steps
+        # to the save times instead (`steps_to_saves`; pts are among ts)
+        stepsize_controller=pid_controller(
+            tol[0], tol[1], settings.error_norm, step_ts=ts if steps_to_saves(solver) else None
+        ),
         max_steps=settings.max_steps,
         throw=False,
         progress_meter=meter,

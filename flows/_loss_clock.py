@@ -161,11 +161,13 @@ def solve_loss_clock(
         if target > t_now:
             loss_now = float(_loss_jit(problem, y[0]))
             if not (loss_now > 0 and math.isfinite(loss_now)):
-                failure = (
-                    Result.clock_overflow,
-                    f"loss clock overflow: L(θ) = {loss_now:.3g}, so dt/ds = 1/L is not finite",
-                    t_now,
+                what = (
+                    f"the loss is negative, L(θ) = {loss_now:.4g}; the loss clock's "
+                    "dt/ds = 1/L needs L > 0"
+                    if loss_now < 0
+                    else f"loss clock overflow: L(θ) = {loss_now:.3g}, so dt/ds = 1/L is not finite"
                 )
+                failure = (Result.clock_overflow, what, t_now)
                 break
             s_end = s + loss_now * (target - t_now) * 1.01 + 1e-12
             t_call = time.perf_counter()
@@ -225,7 +227,7 @@ def solve_loss_clock(
         if throw:
             raise SolverError(
                 f"loss-clock solve stopped at t = {t_at:.6g} of t1 = {t1}: {reason}. "
-                + _advice(result),
+                + _advice(result, reason, problem),
                 t_reached=t_at,
                 reason=reason,
             )
@@ -276,11 +278,19 @@ def _stalled(problem, theta, remaining: float, rtol: float) -> str | None:
     return None
 
 
-def _advice(result: Result) -> str:
+def _advice(result: Result, reason: str = "", problem=None) -> str:
+    """What to try after a failed loss-clock solve; `reason` and `problem` keep it to what
+    happened (a negative loss is no underflow; a tanh net has no kink to blame)."""
     if result is Result.loss_stalled:
         return (
             "The loss clock is for losses that decay to 0 (logistic loss on linearly "
             "separable data with labels ±1). Check the data and labels, or use clock='log'."
+        )
+    if result is Result.clock_overflow and reason.startswith("the loss is negative"):
+        return (
+            "The loss clock is for losses that are positive and decay to 0 (logistic loss "
+            "on linearly separable data with labels ±1); this one is not. Use clock='log' "
+            "or clock='physical', or check the loss."
         )
     if result in (Result.clock_overflow, Result.nonfinite):
         return (
@@ -288,10 +298,15 @@ def _advice(result: Result) -> str:
             "(smaller t1), or rescale the data."
         )
     if result is Result.step_size_collapsed:
-        return (
-            "The flow is stiff here, typically a neuron sliding along a leaky-ReLU kink "
-            "(w·x_i = 0 for some point): loosen `rtol`, or use `flows.gradient_descent`."
+        model = getattr(problem, "model", None)
+        describe = getattr(model, "describe", None)
+        described = str(describe() if callable(describe) else "").lower()
+        where = (
+            ", typically a neuron sliding along a leaky-ReLU kink (w·x_i = 0 for some point)"
+            if "relu" in described
+            else ""
         )
+        return f"The flow is stiff here{where}: loosen `rtol`, or use `flows.gradient_descent`."
     if result is Result.max_steps_reached:
         return (
             "Two usual causes: the loss is not decaying to 0 (data not separable by the model, "

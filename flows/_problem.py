@@ -236,6 +236,26 @@ def _check_loss(loss_fn, out: jax.ShapeDtypeStruct, y) -> None:
         )
 
 
+def _refuse_broadcast(name: str, out: tuple[int, ...], y: tuple[int, ...], n: int) -> None:
+    """A custom loss given model outputs and per-sample targets of shapes that broadcast
+    into a larger array — outputs (n, 1) against y (n,) make an n × n array, whose mean is
+    a number but not the objective meant — is refused, naming both shapes."""
+    if out == y or not y or y[0] != n:
+        return
+    try:
+        both = np.broadcast_shapes(out, y)
+    except ValueError:  # not broadcastable: the loss pairs them its own way (labels)
+        return
+    if math.prod(both) > max(math.prod(out), math.prod(y)):
+        raise ConfigError(
+            f"the model outputs shape {out} and the targets `y` have shape {y}: inside "
+            f"`loss_fn` ({name}) they broadcast to shape {both}, so the loss would compare "
+            f"every output with every target (a {' × '.join(map(str, both))} array) instead "
+            "of each sample with its own. Reshape one to the other's shape (e.g. "
+            "y.reshape(-1, 1), or the model's output[:, 0])."
+        )
+
+
 def _check_targets(model, loss_fn, x, y, out: tuple[int, ...]):
     """The targets as the loss needs them, per its `targets` kind (see `flows._losses`):
     class labels in [0, k) (int), ±1 signs, or real values of the model's output shape
@@ -243,6 +263,7 @@ def _check_targets(model, loss_fn, x, y, out: tuple[int, ...]):
     kind = getattr(loss_fn, "targets", None)
     name = getattr(loss_fn, "__name__", repr(loss_fn))
     if kind is None:
+        _refuse_broadcast(name, tuple(out), tuple(y.shape), x.shape[0])
         return y
     if kind not in TARGET_KINDS:
         raise ConfigError(

@@ -163,9 +163,26 @@ def git_revision(path: str | os.PathLike | None = None) -> str | None:
     return rev + ("+dirty" if dirty else "") if rev else None
 
 
+def _os_text(text: str) -> str:
+    """`text` made writable as UTF-8: a path or command that came from the OS with bytes
+    its locale could not decode (`--out $'\\xff'`, a non-ASCII name under `LC_ALL=C`)
+    holds lone surrogates (Python's `surrogateescape`); their bytes are decoded as UTF-8
+    where they are (`é` again), anything else shown as U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        raw = text.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
 def _page(title: str, body: str, *, script: bool) -> str:
     js = f"<script>{_JS}</script>" if script else ""
-    return (
+    return _os_text(
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -38,10 +38,10 @@ from ._arguments import (
     ungroup,
 )
 from ._clocks import AbstractClock, LossClock, as_clock
-from ._compile import compile_program
+from ._compile import compile_program, jit_kept_on
 from ._errors import ConfigError, SolverError
 from ._flow import FIRST_STEP_EVALS, FlowOutput, FlowSettings, flow_config, flow_program
-from ._global_error import GLOBAL_ERROR_FACTOR, with_global_error
+from ._global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
 from ._loss_clock import solve_loss_clock
 from ._problem import Problem
 from ._solvers import (
@@ -107,6 +107,7 @@ KINKS_WARNING = (
 )
 
 
+@jit_kept_on  # compiled even inside `jax.disable_jit()`
 def simulate(
     problem: Problem,
     *,
@@ -127,7 +128,7 @@ def simulate(
     count_evals: bool | str = "auto",
     throw: bool = True,
     stop: StopCondition | None = None,
-    global_error: bool = False,
+    global_error: bool | None = None,
     save: SaveSpec | None = None,
     controller: ControllerSpec | None = None,
 ) -> Trajectory:
@@ -212,7 +213,11 @@ def simulate(
       estimate is `traj.global_error` (`flows.GlobalError`: per-save differences per
       observable and parameter, the companion run, the cost) and its summary
       `config["global_error"]`. Costs about 1.5–2.5 × the plain run; a companion that
-      fails leaves the estimate missing, with why.
+      fails leaves the estimate missing, with why. The final loss's error floor
+      (`stats.resolution`) is then at least the estimate. A run ended by `stop` keeps its
+      estimate when the companion stops between the same saves (its last entry compares
+      the two stop times' values). None (default): off, unless the command line's
+      `--global-error` turned it on.
     - `save`, `controller`: the save and step-control arguments grouped as diffrax groups
       them (`flows.SaveSpec`: `ts`, `n_save`, `params`, `observables`;
       `flows.ControllerSpec`: `rtol`, `atol`, `norm`, `dt0`) — the same run as the flat
@@ -231,11 +236,11 @@ def simulate(
     }  # fmt: skip
     if save is not None or controller is not None:
         call = ungroup(simulate, save, controller, call)
-    if global_error:
-        plain = simulate(problem, **call, progress=progress, throw=throw)
+    if global_error_asked(global_error):
+        plain = simulate(problem, **call, progress=progress, throw=throw, global_error=False)
         f = GLOBAL_ERROR_FACTOR
         tight = {**call, "rtol": call["rtol"] / f, "atol": call["atol"] / f}
-        return with_global_error(plain, lambda: simulate(problem, **tight), f)
+        return with_global_error(plain, lambda: simulate(problem, **tight, global_error=False), f)
     return _check_and_run(problem, progress=progress, throw=throw, **call)
 
 
@@ -372,6 +377,9 @@ def _simulate_flow(
         stats=stats,
         config=config,
         certify_rtol=rtol,
+        certify_atol=atol,
+        # the state the last save was taken from (save times need not end at t1)
+        theta_end=theta_end if len(ts) and np.isclose(ts[-1], t_reached, rtol=1e-12) else None,
     )
 
 

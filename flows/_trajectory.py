@@ -324,14 +324,19 @@ def assemble_trajectory(
     config: dict,
     loss0: float | None = None,
     certify_rtol: float | None = None,
+    certify_atol: float | None = None,
+    theta_end=None,
 ) -> Trajectory:
     """The one place a run becomes a `Trajectory` (flows, batch members, the loss clock,
     gradient descent).
 
     Adds the observable `energy_residual` = |L(0) − L(t) − energy| (with `loss0` = L(θ(0))
     computed from `problem` unless given), the flow's accuracy certificate to `stats` when
-    `certify_rtol` is given (`flows._stats.certificate`), the parameters' dimension names
-    and the data.
+    `certify_rtol` is given (`flows._stats.certificate`, its round-off floor measured at
+    θ(0) and at `theta_end`), and — given `theta_end`, the state at the last save, and
+    `certify_atol` — the final loss's `resolution` (`flows._significance`): whether it is
+    larger than the error the solve's tolerances leave in it. Then the parameters'
+    dimension names and the data.
     """
     obs = {k: np.asarray(v) for k, v in observables.items()}
     if loss0 is None:
@@ -339,7 +344,19 @@ def assemble_trajectory(
     if "loss" in obs and "energy" in obs:
         obs["energy_residual"] = np.abs(loss0 - obs["loss"] - obs["energy"])
     if certify_rtol is not None and "energy_residual" in obs:
-        stats = stats.replace(certificate=certificate(obs, certify_rtol))
+        from ._significance import loss_floors, resolution
+
+        atol = 0.0 if certify_atol is None else certify_atol
+        roundoff = loss_floors(problem, problem.theta0, certify_rtol, atol)[1]
+        if theta_end is not None:
+            tol_end, roundoff_end = loss_floors(problem, theta_end, certify_rtol, atol)
+            roundoff = float(np.nanmax([roundoff, roundoff_end]))
+            if certify_atol is not None and len(obs["loss"]):
+                t_end = float(np.asarray(times)[-1])
+                value = float(obs["loss"][-1])
+                res = resolution(value, tol_end, t=t_end, roundoff_floor=roundoff_end)
+                stats = stats.replace(resolution=res)
+        stats = stats.replace(certificate=certificate(obs, certify_rtol, roundoff))
     return Trajectory(
         times=np.asarray(times),
         observables=obs,

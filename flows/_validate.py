@@ -35,6 +35,7 @@ __all__ = [
     "MAX_SAVES",
     "MAX_SEED",
     "MAX_STEPS",
+    "MIN_RTOL",
     "as_bool",
     "as_choice",
     "as_float",
@@ -52,6 +53,11 @@ __all__ = [
 
 #: PRNG seeds: jax.random.key takes a 64-bit value; beyond it numpy/jax overflow.
 MAX_SEED = 2**63 - 1
+#: Tightest rtol accepted: float64's unit roundoff. A relative tolerance below it asks for
+#: more than the state can represent; such a run spun until `max_steps` (`flows simulate
+#: multistage --rtol 1e-30`: ~70 s, then exit 3). float32 problems have a stricter floor
+#: (`FLOAT32_MIN_RTOL`, checked with the solver).
+MIN_RTOL = float(np.finfo(np.float64).eps)
 
 #: The most save times one run may ask for (`n_save`, a `ts` grid). Each is a stop of the
 #: solver and a row of every saved array; 10⁷ is far past any figure, and the grid alone is
@@ -203,14 +209,21 @@ def as_seed(name: str, value) -> int:
     )
 
 
-def as_tolerance(name: str, value, *, example: str) -> float:
+def as_tolerance(name: str, value, *, example: str, floor: float | None = None) -> float:
     """A solver tolerance: a finite number in (0, 1). Above 1 error control is switched off
-    (an atol of 1e300 accepts any step); refuse it up front."""
+    (an atol of 1e300 accepts any step); refuse it up front. `floor`: the smallest value
+    accepted (a relative tolerance: float64's unit roundoff, `MIN_RTOL`)."""
     v = as_float(name, value, positive=True, hint=f"Try e.g. {name}={example}.")
     if not v < 1:
         raise ConfigError(
             f"`{name}` must be < 1; got {v!r}: with it the step-size controller accepts "
             f"almost any step and the flow is not integrated. Try e.g. {name}={example}."
+        )
+    if floor is not None and v < floor:
+        raise ConfigError(
+            f"`{name}` = {v!r} is below float64's unit roundoff ({floor:.3g}): no solver "
+            "can meet a relative error smaller than the rounding of the state itself. Use "
+            f"{name} ≥ 1e-13 for the tightest meaningful runs."
         )
     return v
 

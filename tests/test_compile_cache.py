@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -39,8 +40,8 @@ def _flow_programs() -> int:
 def test_a_sweep_over_rtol_compiles_once(solver):
     problem = _problem()
     before = _flow_programs()
-    runs = [
-        flows.simulate(problem, t1=2.0, rtol=r, atol=r * 1e-3, solver=solver)
+    runs = [  # few saves: Kvaerno5 steps to its saves (`flows.STEP_TO_SAVES`)
+        flows.simulate(problem, t1=2.0, rtol=r, atol=r * 1e-3, solver=solver, n_save=3)
         for r in (1e-4, 1e-6, 1e-7)
     ]
     assert _flow_programs() == before + 1
@@ -289,19 +290,25 @@ def test_no_cache_flag_and_environment_variable(monkeypatch):
         assert _compile.cache_disabled_by_env() is off
 
 
+def _jax_entry(i: int) -> str:
+    """A name JAX's cache gives an entry (`<function>-<64 hex>-cache`)."""
+    return f"jit_f{i}-{str(i) * 64}"
+
+
 def test_trim_removes_the_oldest_entries_and_nothing_else(tmp_path):
     for i in range(6):
-        (tmp_path / f"jit_f{i}-k{i}-cache").write_bytes(b"x" * 100)
-        (tmp_path / f"jit_f{i}-k{i}-atime").write_bytes(b"t")
-        os.utime(tmp_path / f"jit_f{i}-k{i}-cache", (1000 + i, 1000 + i))
+        (tmp_path / f"{_jax_entry(i)}-cache").write_bytes(b"\x78\x9c" + b"x" * 98)  # zlib
+        (tmp_path / f"{_jax_entry(i)}-atime").write_bytes(b"t" * 8)  # JAX: a timestamp
+        os.utime(tmp_path / f"{_jax_entry(i)}-cache", (1000 + i, 1000 + i))
     (tmp_path / "notes-cache.txt").write_text("a user's file")
+    (tmp_path / "jit_mine-k0-cache").write_bytes(b"a user's file named like an entry")
     (tmp_path / "sub-cache").mkdir()
-    assert _compile.trim_cache(tmp_path, 600) == 0  # at the bound: nothing removed
+    assert _compile.trim_cache(tmp_path, 700) == 0  # at the bound: nothing removed
     assert _compile.trim_cache(tmp_path, 500) == 3  # down to 3/4 of 500: 3 entries left
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == sorted(
-        [f"jit_f{i}-k{i}-{s}" for i in (3, 4, 5) for s in ("cache", "atime")]
-        + ["notes-cache.txt", "sub-cache"]
+        [f"{_jax_entry(i)}-{s}" for i in (3, 4, 5) for s in ("cache", "atime")]
+        + ["notes-cache.txt", "jit_mine-k0-cache", "sub-cache"]
     )
 
 
@@ -499,22 +506,25 @@ def test_simulate_with_kept_programs_gives_what_it_gives_without(tmp_path, monke
 
 
 def test_trim_counts_kept_programs_and_removes_stale_temporaries(tmp_path):
+    from flows import _io
+
     programs = tmp_path / _compile.PROGRAMS_DIR
     programs.mkdir()
+    prog = [f"f-{str(i) * 48}{_compile.PROGRAM_SUFFIX}" for i in range(4)]
     for i in range(4):
-        (tmp_path / f"jit_f{i}-k{i}-cache").write_bytes(b"x" * 100)
-        os.utime(tmp_path / f"jit_f{i}-k{i}-cache", (1000 + 2 * i, 1000 + 2 * i))
-        (programs / f"f-{i}{_compile.PROGRAM_SUFFIX}").write_bytes(b"y" * 100)
-        os.utime(programs / f"f-{i}{_compile.PROGRAM_SUFFIX}", (1001 + 2 * i, 1001 + 2 * i))
-    (programs / ".f-9-program.123.ab.tmp").write_bytes(b"z")
-    os.utime(programs / ".f-9-program.123.ab.tmp", (1000, 1000))
+        (tmp_path / f"{_jax_entry(i)}-cache").write_bytes(b"\x78\x9c" + b"x" * 98)
+        os.utime(tmp_path / f"{_jax_entry(i)}-cache", (1000 + 2 * i, 1000 + 2 * i))
+        (programs / prog[i]).write_bytes(_compile._MAGIC + b"y" * (100 - len(_compile._MAGIC)))
+        os.utime(programs / prog[i], (1001 + 2 * i, 1001 + 2 * i))
+    stale = Path(_io.create_owned_temporary(programs, f"f-{'9' * 48}-program"))
+    stale.write_bytes(b"z")
+    os.utime(stale, (1000, 1000))
     (programs / "a user's note").write_text("kept")
-    assert _compile.trim_cache(tmp_path, 800) == 0
-    assert not (programs / ".f-9-program.123.ab.tmp").exists()
+    (programs / ".f-9-program.123.ab.tmp").write_text("a user's file named like a temporary")
+    assert _compile.trim_cache(tmp_path, 900) == 0
+    assert not stale.exists()
     assert _compile.trim_cache(tmp_path, 400) == 5  # 800 bytes down to 300: oldest first
-    assert sorted(p.name for p in programs.iterdir()) == [
-        "a user's note",
-        "f-2-program",
-        "f-3-program",
-    ]
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["jit_f3-k3-cache"]
+    assert sorted(p.name for p in programs.iterdir()) == sorted(
+        ["a user's note", ".f-9-program.123.ab.tmp", prog[2], prog[3]]
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [f"{_jax_entry(3)}-cache"]

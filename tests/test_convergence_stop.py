@@ -89,3 +89,28 @@ def test_limit_in_time_says_when_there_is_no_limit():
     assert flat.value == 2.5 and flat.error < 1e-14  # round-off only
     with pytest.raises(flows.ConfigError, match="log-spaced"):
         limit_in_time(np.linspace(1, 10, 20), np.ones(20))
+
+
+def test_a_stop_tighter_than_the_solve_fires_at_the_solves_noise_floor():
+    """Asked for a change per decade of 1e-8·‖θ‖ under a solve at rtol 1e-6, the flow
+    hovers within its tolerance of θ*, where ‖∇L‖ stops decaying while t grows: the stop
+    used never to fire (the run went on to t1 = 1e5). It now ends where ‖∇L‖ is within
+    `NOISE_FACTOR` of its change over the solve's tolerance — and not before: θ(T) is as
+    close to θ* as ‖∇L‖/λ_min allows, at a gradient no larger than that noise."""
+    problem = _linear_problem()
+    stop = flows.stop_when_converged(rtol=1e-8)
+    traj = flows.simulate(problem, t1=1e5, rtol=1e-6, atol=1e-9, stop=stop, n_save=50)
+    assert traj.stats.result == flows.Result.event_stopped
+    T = float(traj.times[-1])
+    assert T < 1e3
+    H = X.T @ X / len(X)
+    star = np.linalg.solve(H, X.T @ Y / len(X))
+    theta = np.asarray(traj.param("w", -1))
+    grad = H @ (theta - star)
+    lam = np.linalg.eigvalsh(H)
+    noise = np.linalg.norm(H, 2) * np.linalg.norm(1e-9 + 1e-6 * np.abs(theta))
+    assert np.linalg.norm(grad) <= stop.NOISE_FACTOR * noise * 1.01
+    assert np.linalg.norm(theta - star) <= np.linalg.norm(grad) / lam[0] * 1.01
+    # … and it did not stop early: the exact flow's gradient at 0.8·T is above the floor
+    early = star + scipy.linalg.expm(-H * 0.8 * T) @ (0.0 - star)
+    assert np.linalg.norm(H @ (early - star)) > stop.NOISE_FACTOR * noise / np.sqrt(3)

@@ -59,6 +59,7 @@ INTERNALS: dict[str, frozenset[str]] = {
             "flows._cli",
             "flows._compile",
             "flows._flow",
+            "flows._io",
             "flows._solvers",
         },
         "tests/test_deep_linear.py": {"flows._cli"},
@@ -88,6 +89,16 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_sweep_integrity.py": {"flows._io", "flows._sweep", "flows._trajectory"},
         "tests/test_sweep_papers.py": {"flows._cli", "flows._sweep"},
         "tests/test_validation_api.py": {"flows._problem", "flows._validate"},
+        "tests/test_significance.py": {"flows._cli", "flows._significance", "flows._stats"},
+        "tests/test_read_back.py": {"flows._compile", "flows._io"},
+        "tests/test_crashes_messages.py": {
+            "flows._cli",
+            "flows._cli_check",
+            "flows._cli_output",
+            "flows._loss_clock",
+            "flows._stats",
+        },
+        "tests/test_dense_output.py": {"flows._solvers"},
     }.items()
 }
 

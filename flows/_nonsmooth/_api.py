@@ -15,9 +15,9 @@ import numpy as np
 
 from .. import _compile
 from .._arguments import ControllerSpec, SaveSpec, ungroup
-from .._compile import callback_free
+from .._compile import callback_free, jit_kept_on
 from .._errors import ConfigError, SolverError
-from .._global_error import GLOBAL_ERROR_FACTOR, with_global_error
+from .._global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
 from .._problem import Problem
 from .._solvers import check_error_norm
 from .._stats import Result, SolveStats
@@ -194,7 +194,7 @@ def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bou
             jitted = jax.jit(functools.partial(fn, static=static, settings=settings, layout=layout))
             if len(_CACHE) >= 16:
                 _CACHE.pop(next(iter(_CACHE)))
-            with callback_free():
+            with callback_free(), jax.disable_jit(False):  # compiled even under disable_jit
                 _CACHE[key] = jitted.lower(*args).compile()
         return _CACHE[key]
 
@@ -277,6 +277,7 @@ _ADVICE = {
 }
 
 
+@jit_kept_on  # compiled even inside `jax.disable_jit()`
 def simulate_nonsmooth(
     problem: Problem,
     *,
@@ -299,7 +300,7 @@ def simulate_nonsmooth(
     storm_span: float = 1e-9,
     error_norm: str = "rms",
     throw: bool = True,
-    global_error: bool = False,
+    global_error: bool | None = None,
     save: SaveSpec | None = None,
     controller: ControllerSpec | None = None,
 ) -> Trajectory:
@@ -359,7 +360,7 @@ def simulate_nonsmooth(
             g["observables"],
         )
         rtol, atol, error_norm = g["rtol"], g["atol"], g["error_norm"]
-    if global_error:
+    if global_error_asked(global_error):
         same = {
             "t1": t1, "t0": t0, "ts": ts, "n_save": n_save, "save_params": save_params,
             "observables": observables, "clock": clock, "max_steps": max_steps,
@@ -367,6 +368,7 @@ def simulate_nonsmooth(
             "max_candidates": max_candidates, "slots": slots, "kink_tol": kink_tol,
             "storm_window": storm_window, "storm_span": storm_span, "error_norm": error_norm,
         }  # fmt: skip
+        same["global_error"] = False
         plain = simulate_nonsmooth(problem, rtol=rtol, atol=atol, throw=throw, **same)
         f = GLOBAL_ERROR_FACTOR
         return with_global_error(

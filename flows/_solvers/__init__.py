@@ -42,8 +42,10 @@ __all__ = [
     "cached",
     "check_error_norm",
     "error_norm_fn",
+    "STEP_TO_SAVES",
     "initial_step",
     "spectral_radius",
+    "steps_to_saves",
     "describe_solver",
     "make_solver",
     "pid_controller",
@@ -232,13 +234,54 @@ def error_norm_fn(error_norm: str) -> Callable[[Any], Any]:
     return {"rms": optx.rms_norm, "max": optx.max_norm}[check_error_norm(error_norm)]
 
 
-def pid_controller(rtol: float, atol: float, error_norm: str = "rms") -> diffrax.PIDController:
+def pid_controller(
+    rtol: float, atol: float, error_norm: str = "rms", step_ts=None
+) -> diffrax.AbstractAdaptiveStepSizeController:
     """The step-size controller of the toolkit's solves: diffrax's PID controller with the
     given tolerances and norm ('rms': built exactly as before the option existed, i.e.
-    with diffrax's default norm)."""
+    with diffrax's default norm). `step_ts` (None: none): times every solve must step to
+    (diffrax's `ClipStepSizeController`), e.g. the save times of a solver whose dense
+    output cannot be trusted between steps (`steps_to_saves`); without them the controller
+    is the same object as before the option existed (same steps, bit for bit)."""
     if check_error_norm(error_norm) == "rms":
-        return diffrax.PIDController(rtol=rtol, atol=atol)
-    return diffrax.PIDController(rtol=rtol, atol=atol, norm=error_norm_fn(error_norm))
+        pid = diffrax.PIDController(rtol=rtol, atol=atol)
+    else:
+        pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=error_norm_fn(error_norm))
+    if step_ts is None:
+        return pid
+    return diffrax.ClipStepSizeController(pid, step_ts=step_ts)
+
+
+#: Solvers that step to the save times (`pid_controller(step_ts=...)`) because a save
+#: between their steps is far less accurate than a step end
+#: (`benchmarks/results/dense_output.md`, worst save / worst step-end error): Dopri8, whose
+#: diffrax interpolant is of lower order than its steps (linear ODE, rtol 1e-10: 24×), and
+#: Kvaerno5, whose dense output is a cubic Hermite interpolant of an order-5 method
+#: (Prothero–Robinson, rtol 1e-10: 129×; after stepping to saves ≤ 1 on the closed-form
+#: problems). Stepping to saves costs them 5–80 % more steps.
+#:
+#: Not here, measured and left (the Limits page): the stabilized solvers (RKC2, ESERK4,
+#: ROCK4: cubic Hermite on stiff steps, up to 3.3× for ROCK4 and 15× for ESERK4 on a
+#: problem whose observable is a difference of large terms, ≤ 2 elsewhere) — stepping to
+#: the multistage check's 401 saves costs them 2.3–2.5× the evaluations (RKC2 1057 → 2419,
+#: ROCK4 1018 → 2569 at m = 1000, t = 20), the price of their long stiff steps; Tsit5 and
+#: Dopri5 (3–7× in a stiff start-up only, ≤ 2 elsewhere).
+STEP_TO_SAVES = frozenset({"dopri8", "kvaerno5", "kvaerno5-cg"})
+
+
+def steps_to_saves(solver) -> bool:
+    """Whether a solve with this solver (a name or a solver object) steps to its save
+    times rather than interpolating between steps (`STEP_TO_SAVES`): Dopri8 and diffrax's
+    implicit solvers with a cubic Hermite dense output (Kvaerno5)."""
+    if isinstance(solver, str):
+        return solver in STEP_TO_SAVES
+    if isinstance(solver, AbstractStabilizedSolver):
+        return False
+    if isinstance(solver, diffrax.Dopri8):
+        return True
+    interp = getattr(solver, "interpolation_cls", None)
+    hermite = diffrax.ThirdOrderHermitePolynomialInterpolation
+    return interp is hermite or getattr(interp, "__self__", None) is hermite
 
 
 def make_solver(

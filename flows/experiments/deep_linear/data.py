@@ -58,4 +58,6 @@ def teacher_data(
         "seed": int(seed),
     }
     data = from_arrays(x, y, name=f"deep-linear-teacher-{d_in}x{d_out}")
-    return dataclasses.replace(data, meta=meta)
+    # `from_arrays` reads a (n, 1) target as n scalars; the network's output is (n, d_out)
+    # for every d_out, so y keeps that shape (else Σ_yx is a vector and ŷ − y broadcasts)
+    return dataclasses.replace(data, y=np.asarray(data.y).reshape(n, d_out), meta=meta)

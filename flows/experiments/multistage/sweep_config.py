@@ -15,7 +15,7 @@ from flows.plugin import (
     grid_items,
     grid_points,
     no_duplicates,
-    parse_seeds,
+    parse_prng_seeds,
     to_float,
     to_int,
 )
@@ -182,7 +182,7 @@ def parse_alphas(value) -> tuple[float, ...]:
 AXES = (
     Axis("m", int, parse_widths, "--m"),
     Axis("alpha", float, parse_alphas, "--alpha"),
-    Axis("seed", int, parse_seeds, "--seeds"),
+    Axis("seed", int, parse_prng_seeds, "--seeds"),  # each a PRNG seed, named by the flag
 )
 
 

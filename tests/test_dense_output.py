@@ -1,0 +1,106 @@
+"""Saves between steps honour the tolerance: a solver whose dense output is of lower
+order than its steps (`flows._solvers.STEP_TO_SAVES`) steps to the save times, and the
+mechanism (`pid_controller(step_ts=…)`) brings a stabilized solver's saves on stiff
+components within 2× of its step-end error; measured on closed-form problems
+(`benchmarks/bench_dense_output.py` has the table for every solver)."""
+
+import diffrax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from flows._solvers import (
+    SOLVERS,
+    STEP_TO_SAVES,
+    make_solver,
+    pid_controller,
+    runtime_solver,
+    steps_to_saves,
+)
+
+T1 = 3.0
+# errors compared past the initial transient (e^{−50 t}), where the error of the stiff
+# components at the step ends is the method's on the slow manifold y ≈ g
+AFTER = 0.2
+SAVES = jnp.linspace(0.0, T1, 31)[1:]
+# Prothero–Robinson with a large offset: y_i' = −λ_i (y_i − g_i) + g_i', g_i = M + sin t,
+# y(t) = g + c e^{−λ t}; the second component's c differs (the observable would be y0 − y1)
+LAM = jnp.asarray([50.0, 200.0, 1000.0])
+M = 1e4
+C0 = np.array([0.3, -0.2, 0.5])
+
+
+def _field(t, y, args):
+    return -LAM * (y - M - jnp.sin(t)) + jnp.cos(t)
+
+
+def _exact(ts):
+    ts = np.asarray(ts)[:, None]
+    return M + np.sin(ts) + C0 * np.exp(-np.asarray(LAM) * ts)
+
+
+def _solve(name, rtol, saveat, step_ts=None):
+    atol = rtol * 1e-3
+    solver, _ = runtime_solver(make_solver(name, rtol, atol))
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(_field),
+        solver,
+        0.0,
+        T1,
+        None,
+        jnp.asarray(M + C0),
+        stepsize_controller=pid_controller(rtol, atol, step_ts=step_ts),
+        saveat=saveat,
+        max_steps=10_000,
+    )
+
+
+def _errors(name, rtol, step_ts=None):
+    """(largest error at the step ends of the plain solve, largest error at `SAVES` of a
+    solve with `step_ts`)."""
+    steps = _solve(name, rtol, diffrax.SaveAt(steps=True))
+    n = int(steps.stats["num_accepted_steps"])
+    ts, ys = np.asarray(steps.ts)[:n], np.asarray(steps.ys)[:n]
+    e_end = np.abs(ys - _exact(ts))[ts > AFTER].max()
+    saves = _solve(name, rtol, diffrax.SaveAt(ts=SAVES), step_ts=step_ts)
+    e_save = np.abs(np.asarray(saves.ys) - _exact(SAVES))[np.asarray(SAVES) > AFTER].max()
+    return e_end, e_save
+
+
+@pytest.mark.parametrize("name", ["eserk4", "rock4"])
+def test_interpolated_saves_miss_the_tolerance(name):
+    """The measurement that motivates stepping to the saves: the cubic Hermite between
+    stiff steps is > 2× less accurate than the step ends (ESERK4 15×, ROCK4 3.3×)."""
+    steps = _solve(name, 1e-6, diffrax.SaveAt(steps=True))
+    n = int(steps.stats["num_accepted_steps"])
+    ts, ys = np.asarray(steps.ts)[:n], np.asarray(steps.ys)[:n]
+    mids = 0.5 * (np.concatenate([[0.0], ts[:-1]]) + ts)
+    # the same steps (saves do not change them), saved at the steps' midpoints
+    between = _solve(name, 1e-6, diffrax.SaveAt(ts=jnp.asarray(mids)))
+    assert int(between.stats["num_accepted_steps"]) == n
+    e_mid = np.abs(np.asarray(between.ys) - _exact(mids))[mids > AFTER].max()
+    assert e_mid > 2 * np.abs(ys - _exact(ts))[ts > AFTER].max()
+
+
+@pytest.mark.parametrize("name", ["eserk4", "rock4"])
+def test_stepping_to_saves_honours_the_tolerance(name):
+    """Stepping to the save times: every save is within 2× the largest step-end error of
+    the plain solve (Kvaerno5 and the rest: the benchmark)."""
+    e_end, e_save = _errors(name, 1e-6, step_ts=SAVES)
+    assert e_save <= 2 * e_end
+
+
+def test_without_step_ts_the_controller_is_unchanged():
+    """No `step_ts`: the same PID controller as before the option (same steps)."""
+    c = pid_controller(1e-6, 1e-9)
+    assert isinstance(c, diffrax.PIDController)
+    assert c == diffrax.PIDController(rtol=1e-6, atol=1e-9)
+    assert isinstance(pid_controller(1e-6, 1e-9, step_ts=SAVES), diffrax.ClipStepSizeController)
+
+
+def test_which_solvers_step_to_saves():
+    for name in SOLVERS:
+        assert steps_to_saves(name) == (name in STEP_TO_SAVES)
+        if name != "kvaerno5-cg":
+            assert steps_to_saves(make_solver(name, 1e-6, 1e-9)) == (name in STEP_TO_SAVES)
+    assert not steps_to_saves(diffrax.Tsit5())
