@@ -26,9 +26,11 @@ the bound becomes vacuous.
 
 Kinds: `Bound` (upper/lower bound, ordering), `Near` (equality within a tolerance),
 `Limit` ("→ L as m → ∞": the literal value at the largest width and the fitted rate with
-a confidence interval, over ≥ 4 widths × ≥ 3 seeds), `Existential` ("can happen").
-A universal claim ("for every t") is a `Bound` on the worst value over the set, with
-`over` naming the set.
+a confidence interval, over ≥ 4 widths × ≥ 3 seeds), `Existential` ("can happen"),
+`ForAll` ("for every α in [a, b]": the margin minimised by an adaptive search — a grid,
+then golden-section around every local minimum — and judged at the worst point found).
+A universal claim over a set already sampled (save times) is a `Bound` on the worst value
+over it, with `over` naming the set.
 
 Bad claims raise `flows.ConfigError` naming the claim and the field: a constant with no
 admissible range, a default outside its range, a hypothesis predicate that raises, a
@@ -80,6 +82,7 @@ from ._claim_parts import (
 )
 from ._errors import ConfigError
 from ._estimates import ORDER_SLACK, limit_in_time, power_law_fit, richardson
+from ._forall import ForAll
 
 __all__ = [
     "VERDICTS",
@@ -101,6 +104,7 @@ __all__ = [
     "Near",
     "Limit",
     "Existential",
+    "ForAll",
     "power_law_fit",
     "richardson",
     "agrees",

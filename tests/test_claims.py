@@ -24,6 +24,7 @@ from flows.claims import (
     Bound,
     Constant,
     Existential,
+    ForAll,
     Hypothesis,
     Limit,
     Measured,
@@ -282,3 +283,55 @@ def test_the_note_says_what_the_companion_verdict_recorded_is():
     assert "same verdict" not in _notes(differs) and f"{FAILS} on the {how}" in _notes(differs)
     same = dataclasses.replace(differs, values={"companion_verdict": row.verdict, "error_how": how})
     assert f"same verdict on the {how}" in _notes(same)
+
+
+def _dip(center: float, width: float, depth: float = 2.0):
+    return lambda x: 1.0 - depth * math.exp(-(((x - center) / width) ** 2))
+
+
+def test_for_all_finds_a_narrow_dip_that_a_50_point_grid_misses():
+    """The margin dips below 0 only within ±0.004 of x = 0.3137; the 50-point grid's
+    nearest points (0.306, 0.327) see 1 − 1e-6: a grid verdict says holds."""
+    f = _dip(0.3137, 0.002)
+    grid = np.linspace(0.0, 1.0, 50)
+    assert min(f(x) for x in grid) > 0.99  # what a sampled check would have judged
+    c = ForAll("margin ≥ 0 for every x", "toy", f, (0.0, 1.0), grid=50, resolution=1e-7).judge()
+    assert c.verdict == FAILS
+    assert c.values["worst_x"] == pytest.approx(0.3137, abs=1e-5)
+    assert c.values["worst_margin"] == pytest.approx(-1.0, abs=1e-6)
+    assert c.values["grid_min_margin"] > 0.99 and c.kind == "universal"
+    # a shallow dip that stays above 0 holds, judged at its bottom, not at a grid point
+    ok = ForAll("x", "toy", _dip(0.3137, 0.002, 0.5), (0.0, 1.0), resolution=1e-7).judge()
+    assert ok.verdict == HOLDS and ok.margin == pytest.approx(0.5, abs=1e-6)
+
+
+def test_for_all_endpoints_log_spacing_and_error_bars():
+    # the worst point at an end of the interval
+    c = ForAll("x", "toy", lambda x: x - 0.1, (0.1, 2.0)).judge()
+    assert c.verdict == HOLDS and c.values["worst_x"] == pytest.approx(0.1)
+    # log-spaced: a dip at 1e-3 on [1e-6, 1]
+    d = ForAll("x", "toy", _dip(1e-3, 1e-4), (1e-6, 1.0), log=True, grid=60).judge()
+    assert d.verdict == FAILS and d.values["worst_x"] == pytest.approx(1e-3, rel=1e-3)
+    # a worst margin inside its error bar is undecided; NaN is the worst there is
+    assert ForAll("x", "toy", lambda x: 1e-9 + x, (0.0, 1.0), error=1e-6).judge().verdict == (
+        UNDECIDED
+    )
+    nan_at = ForAll("x", "toy", lambda x: math.nan if x > 0.5 else 1.0, (0.0, 1.0)).judge()
+    assert nan_at.verdict == FAILS
+
+
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"over": (1.0, 1.0)}, "over"),
+        ({"grid": 2}, "grid"),
+        ({"resolution": 0.0}, "resolution"),
+        ({"resolution": 1e-300}, "resolution"),
+        ({"budget": 0}, "budget"),
+        ({"over": (0.0, 1.0), "log": True}, "log-spaced"),
+    ],
+)
+def test_for_all_bad_settings_name_the_claim_and_the_field(kw, field):
+    args = {"over": (0.0, 1.0)} | kw
+    with pytest.raises(ConfigError, match=rf"'every x'.*{field}"):
+        ForAll("every x", "toy", lambda x: 1.0, **args).judge()
