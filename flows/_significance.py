@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,20 +74,22 @@ def _both_floors(problem, theta, rtol, atol):
     return loss0, f_tol + s_tol, f_ro + s_ro
 
 
+#: `_both_floors` compiled once per problem structure, shapes and static fields
+_floors_program = eqx.filter_jit(_both_floors)
+
+
 def loss_floors(problem, theta, rtol: float, atol: float) -> tuple[float, float]:
     """(tolerance floor, round-off floor) of L(θ): the error L(θ) cannot be resolved below
     when θ is known to `atol + rtol·|θ|` per component (module docstring), and the same
     with θ known to float64 round-off only (`4·eps·|θ|`) — the level below which no solve,
     however tight, can resolve L. Both add 4·eps·|L|. One compiled program per structure
     and shapes (two gradients and four losses); NaN when L or ∇L at θ is not finite."""
-    from ._solvers import cached
-
-    key = ("loss floors", jax.tree_util.tree_structure((problem, theta))) + tuple(
-        (v.shape, v.dtype) for v in _leaves((problem, theta))
-    )
-    fn, _ = cached(key, lambda: jax.jit(_both_floors))
     dt = problem.dtype
-    loss0, tol, ro = fn(problem, theta, jnp.asarray(rtol, dt), jnp.asarray(atol, dt))
+    tols = (jnp.asarray(rtol, dt), jnp.asarray(atol, dt))
+    try:
+        loss0, tol, ro = _floors_program(problem, theta, *tols)
+    except Exception:  # a model JAX cannot trace as a whole: op by op, as it runs
+        loss0, tol, ro = _both_floors(problem, theta, *tols)
     loss0, tol, ro = float(loss0), float(tol), float(ro)
     eps = float(np.finfo(np.dtype(dt)).eps)
     if not (math.isfinite(loss0) and math.isfinite(tol) and math.isfinite(ro)):
