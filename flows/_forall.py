@@ -167,6 +167,10 @@ class ForAll:
             reason="; ".join(reasons),
             assumptions=self.assumptions,
             values={
+                # as a Bound's: the margin is `measured − bound`, so `with_error_bars` puts
+                # the companion's change of the worst margin on it
+                "measured": worst,
+                "bound": 0.0,
                 "worst_margin": worst,
                 f"worst_{var}": worst_x,
                 "grid_min_margin": float(np.min(ms)),

@@ -166,8 +166,17 @@ def test_theorem1_on_constructed_net():
     # a deliberately wrong prediction: the plateau reaching 1.5 α* — must fail
     bad = ex.check_error_interval(run, th, interval=(th.alpha_1, 1.5 * a_star))
     assert bad.verdict == "fails"
-    # loss bound: log k − 2e(αV_max)^r ≤ γ_loss
-    assert ex.check_loss_bound(run, th).verdict == "holds"
+    # loss bound: log k − 2e(αV_max)^r ≤ γ_loss, for every α ≥ α₁: searched, not sampled
+    bound = ex.check_loss_bound(run, th)
+    assert bound.verdict == "holds" and bound.kind == "universal"
+    assert th.alpha_1 <= bound.values["worst_α"] <= 1.0
+    assert bound.values["evaluations"] > len(curve.alphas)  # refined past the grid
+    assert bound.margin == pytest.approx(
+        float(
+            interpolate(model, data.x, data.y, th0, thT, alphas=[bound.values["worst_α"]]).loss[0]
+        )
+        - float(th.loss_bound([bound.values["worst_α"]], curve.k)[0])
+    )
     # no bias gap: Theorem 1 gives an empty interval
     flat = rint.theorem1(np.zeros(3), [thT[n] for n in model.layer_names], 3, 1e-3)
     assert not flat.nonempty
