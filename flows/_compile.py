@@ -307,6 +307,35 @@ def jit_kept_on(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapped
 
 
+def compile_lowered(lowered):
+    """`lowered.compile()`; where JAX's persistent cache hands back an entry that does not
+    fit the program asked for (an entry copied over another key's: JAX fails on its own
+    output layout), the program is compiled afresh with the cache off for that one compile,
+    with a warning naming the folder — never a crash, never the wrong program's result."""
+    try:
+        return lowered.compile()
+    except Exception as exc:
+        folder = _ENABLED
+        if folder is None:
+            raise
+        import jax
+        from jax.experimental.compilation_cache import compilation_cache as cc
+
+        _warn(
+            f"a compiled program read from {folder} does not fit the program asked for "
+            f"({type(exc).__name__}: {str(exc)[:80]}); compiled afresh without the cache. "
+            f"Clear the folder, or set {NO_CACHE_ENV}=1, to stop this."
+        )
+        cc.reset_cache()
+        jax.clear_caches()  # the unfit executable is also kept in memory, keyed alike
+        jax.config.update("jax_enable_compilation_cache", False)
+        try:
+            return lowered.compile()
+        finally:
+            jax.config.update("jax_enable_compilation_cache", True)
+            cc.reset_cache()
+
+
 def compile_program(fn, *args, persist: bool = False):
     """`eqx.filter_jit(fn)` lowered and compiled for `args` (arrays traced, the rest
     static), traced `callback_free` so the program can be cached across processes.
@@ -327,7 +356,7 @@ def compile_program(fn, *args, persist: bool = False):
     # compiled ahead of time even inside `jax.disable_jit()` (JAX refuses to lower there):
     # an uncompiled solve would run op by op, ~100× slower
     with callback_free(), jax.disable_jit(False):
-        return eqx.filter_jit(fn).lower(*args).compile()
+        return compile_lowered(eqx.filter_jit(fn).lower(*args))
 
 
 # --- programs kept traced: jax.export entries beside JAX's cache ------------------------
@@ -582,7 +611,7 @@ def persisted_program(fn, args, folder: Path) -> PersistedProgram | None:
         return exported.call(*lv)
 
     call.__name__ = call.__qualname__ = getattr(fn, "__name__", "program")
-    compiled = jax.jit(call).lower(*leaves).compile()
+    compiled = compile_lowered(jax.jit(call).lower(*leaves))
     return PersistedProgram(compiled, treedef)
 
 

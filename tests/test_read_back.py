@@ -339,3 +339,31 @@ def test_trimming_removes_the_oldest_real_entries_first(tmp_path):
     assert _compile.trim_cache(tmp_path, 400) == 5  # 800 bytes down to 300: oldest first
     assert sorted(p.name[:4] for p in programs.iterdir()) == ["f-22", "f-33"]
     assert [p.name[:6] for p in tmp_path.iterdir() if p.is_file()] == ["jit_f3"]
+
+
+def test_a_cache_entry_that_does_not_fit_is_compiled_afresh(monkeypatch, tmp_path):
+    """JAX's persistent-cache entries swapped between keys made JAX fail on its own output
+    layout (`AssertionError: (4, 52)`, 13 of 15 swaps): the program is compiled again with
+    the cache off, with a warning, and the cache is back on afterwards. (By hand, on a real
+    swap of the flow's and the loss floors' entries: the run finishes with the same loss to
+    the last bit, one warning line.)"""
+    import jax
+
+    monkeypatch.setattr(_compile, "_ENABLED", tmp_path)
+    seen = []
+
+    class Lowered:
+        def compile(self):
+            seen.append(jax.config.jax_enable_compilation_cache)
+            if len(seen) == 1:
+                raise AssertionError((4, 52))
+            return "compiled"
+
+    with pytest.warns(RuntimeWarning, match="does not fit the program asked for"):
+        assert _compile.compile_lowered(Lowered()) == "compiled"
+    assert seen == [True, False] and jax.config.jax_enable_compilation_cache
+    # without the cache the error is not the cache's: it is raised as it is
+    monkeypatch.setattr(_compile, "_ENABLED", None)
+    seen.clear()
+    with pytest.raises(AssertionError):
+        _compile.compile_lowered(Lowered())

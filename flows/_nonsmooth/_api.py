@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _compile
 from .._arguments import ControllerSpec, SaveSpec, ungroup
-from .._compile import callback_free, jit_kept_on
+from .._compile import callback_free, compile_lowered, jit_kept_on
 from .._errors import ConfigError, SolverError
 from .._global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
 from .._problem import Problem
@@ -195,7 +195,7 @@ def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bou
             if len(_CACHE) >= 16:
                 _CACHE.pop(next(iter(_CACHE)))
             with callback_free(), jax.disable_jit(False):  # compiled even under disable_jit
-                _CACHE[key] = jitted.lower(*args).compile()
+                _CACHE[key] = compile_lowered(jitted.lower(*args))
         return _CACHE[key]
 
     start = time.perf_counter()
