@@ -337,7 +337,8 @@ def _notes(c: Check) -> str:
         elif c.kind == "agreement":  # margin = error bar − difference
             parts.append(f"difference {e - c.margin:.2g} against the error bar ±{e:.2g}")
         else:
-            parts.append(f"margin {c.margin:.2g}, numerical error ±{e:.2g}")
+            kind = c.values.get("error_kind", "numerical error")
+            parts.append(f"margin {c.margin:.2g}, {kind} ±{e:.2g}")
     if c.kind == "limit" and c.error is not None and math.isfinite(c.error):
         parts.append(f"rate's numerical error ±{c.error:.2g}")
     if "companion_verdict" in c.values and c.error is None:

@@ -264,6 +264,8 @@ def _values(extra: dict, q: Measured, b: float, margin: float, defaults: dict) -
     out.setdefault("bound", b)
     out["margin"] = margin
     out["error"] = q.error
+    if q.statistical:  # said as such in the row's note, not as a numerical error
+        out["error_kind"] = "95 % confidence interval"
     for k, v in defaults.items():
         out.setdefault(f"constant_{k}", v)
     return _clean(out)

@@ -252,6 +252,9 @@ def test_a_confidence_interval_across_the_bound_is_undecided_by_size():
     wide = Measured(1.89, 0.52, "95 % confidence interval of the fitted slope", statistical=True)
     c = Bound("exponent ≤ 2.25", "paper", wide, 2.25).judge()
     assert c.verdict == UNDECIDED_SIZE and "confidence interval" in c.reason
+    from flows._checks import _notes
+
+    assert "95 % confidence interval ±0.52" in _notes(c) and "numerical error" not in _notes(c)
     narrow = Measured(1.89, 0.1, "95 % confidence interval", statistical=True)
     assert Bound("exponent ≤ 2.25", "paper", narrow, 2.25).judge().verdict == HOLDS
     above = Measured(2.9, 0.1, "95 % confidence interval", statistical=True)
