@@ -244,9 +244,8 @@ PROBLEMS = {
 # --- solves ----------------------------------------------------------------------------
 
 
-@eqx.filter_jit
-def _solve(case: Case, solver, controller):
-    sol = diffrax.diffeqsolve(
+def _diffeqsolve(case: Case, solver, controller, saveat):
+    return diffrax.diffeqsolve(
         diffrax.ODETerm(case.field),
         solver,
         0.0,
@@ -254,10 +253,15 @@ def _solve(case: Case, solver, controller):
         None,
         case.y0,
         stepsize_controller=controller,
-        saveat=diffrax.SaveAt(steps=True, dense=True),
+        saveat=saveat,
         max_steps=MAX_STEPS,
         throw=False,
     )
+
+
+@eqx.filter_jit
+def _solve(case: Case, solver, controller):
+    sol = _diffeqsolve(case, solver, controller, diffrax.SaveAt(steps=True, dense=True))
     ts = sol.ts
     n = sol.stats["num_accepted_steps"]
     # midpoints of the accepted steps (the padding beyond n evaluates at t1)
@@ -278,18 +282,7 @@ def _uniform(case: Case):
 @eqx.filter_jit
 def _solve_to_saves(case: Case, solver, controller):
     """The toolkit's remedy for a Hermite dense output: step to the save times."""
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(case.field),
-        solver,
-        0.0,
-        case.t1,
-        None,
-        case.y0,
-        stepsize_controller=controller,
-        saveat=diffrax.SaveAt(ts=_uniform(case)),
-        max_steps=MAX_STEPS,
-        throw=False,
-    )
+    sol = _diffeqsolve(case, solver, controller, diffrax.SaveAt(ts=_uniform(case)))
     return sol.ys, sol.stats["num_accepted_steps"], sol.result
 
 
