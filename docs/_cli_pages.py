@@ -1,22 +1,27 @@
 """MkDocs hook (registered in `mkdocs.yml`): the "Command line" pages, one per `flows`
 subcommand, generated at build time from the program's own argparse parser
-(`flows._cli.build_parser`), so they cannot drift from `flows <command> --help`.
+(`build_parser` of the package `flows._cli`), so they cannot drift from
+`flows <command> --help`.
 
-- `cli/index.md`: `flows --help` and a link to each command's page;
-- `cli/<command>.md`: `flows <command> --help`, and for a command with one sub-parser per
-  experiment (`simulate`, `sweep`) each `flows <command> <experiment> --help` under its
-  own heading.
+- `cli/index.md`: the program's own options and a link to each command's page;
+- `cli/<command>.md`: the command's synopsis and a table of its options — option and
+  value, default, meaning (with the choices a value may take) — and for a command with one
+  sub-parser per experiment (`simulate`, `sweep`) each experiment's table under its own
+  heading.
 
-The help is formatted at a fixed width (`WIDTH` columns, colour off), not the terminal's,
-so the pages are the same on every machine. No page of these names may exist in `docs/`
-(the build fails naming it). The nav lists the pages by hand (`mkdocs.yml`, "Command
-line"): a new command's page is generated here, and until it is listed the strict build
-fails on the page left out of the nav (and `tests/test_docs.py` names the command).
+Defaults come from the parser: the option's own default where argparse holds one, else
+the default its help text states (`(default 1000)`, `all, ends (default), none`: the
+papers' flags take their defaults from the experiment's config, and say so in their help);
+a switch is "off" until given. No page of these names may exist in `docs/` (the build
+fails naming it). The nav lists the pages by hand (`mkdocs.yml`, "Command line"): a new
+command's page is generated here, and until it is listed the strict build fails on the
+page left out of the nav (and `tests/test_docs.py` names the command).
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import re
 from collections.abc import Iterator
@@ -33,7 +38,10 @@ WIDTH = 88
 
 def build_parser() -> argparse.ArgumentParser:
     """The `flows` program's parser (imports the package: JAX and the experiments)."""
-    from flows._cli import build_parser as build
+    try:
+        from flows._cli import build_parser as build
+    except ImportError:  # pragma: no cover - the package re-exports it, or not yet
+        from flows._cli.app import build_parser as build
 
     return build()
 
@@ -67,17 +75,97 @@ def _fixed_width() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _code(text: str) -> str:
-    """`text` as a fenced block (a fence longer than any backtick run inside it)."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text.rstrip()}\n{fence}"
-
-
 _NOTE = (
     "<!-- Generated at build time by docs/_cli_pages.py from the program's parser; "
     "do not edit. -->\n\n"
 )
+# the default a help text states: "(default 1000)", "(default: ./results)", "(default 1e-6;
+# …)", or a choice marked "ends (default)"
+_STATED = re.compile(r"\(default:?\s+(?P<value>[^;)]+?)\s*[;)]")
+# a choice marked as the default: "ends (default)", "'synthetic' (§4 data, default)"
+_MARKED = re.compile(r"'?(?P<value>[\w.+-]+)'? \((?:[^()]*,\s*)?default\)")
+# Markdown's special characters, escaped with a backslash in a table cell
+_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+
+
+def _text(text: str) -> str:
+    """`text` for Markdown (a table cell, a paragraph): one line, HTML's `<`, `>`, `&` and
+    the `$` of a formula as entities, Markdown's special characters escaped."""
+    text = html.escape(" ".join(text.split()), quote=False).replace("$", "&#36;")
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """The action's help as `--help` prints it (`%(default)s` expanded), one line."""
+    if not action.help or action.help == argparse.SUPPRESS:
+        return ""
+    return " ".join(parser._get_formatter()._expand_help(action).split())
+
+
+def default(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """The default of `action`, as the page shows it: the parser's own, else the one its
+    help text states; "off" for a switch; "required", or "—" when none is known."""
+    if action.nargs == 0:
+        return "off"
+    if action.default not in (None, argparse.SUPPRESS):
+        return str(action.default)
+    text = _help(parser, action)
+    if m := _STATED.search(text) or _MARKED.search(text):
+        return m.group("value")
+    return "required" if action.required else "—"
+
+
+def _option(action: argparse.Action) -> str:
+    names = ", ".join(action.option_strings) or action.metavar or action.dest
+    if action.nargs == 0 or not action.option_strings:
+        return f"`{names}`"
+    value = action.metavar or ("NAME" if action.choices else action.dest.upper())
+    return f"`{names} {value}`"
+
+
+def options_table(parser: argparse.ArgumentParser) -> str:
+    """The options and arguments of `parser` (but `-h`) as a Markdown table."""
+    rows = []
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        meaning = _text(_help(parser, action))
+        if action.choices:
+            one_of = ", ".join(f"`{c}`" for c in action.choices)
+            meaning = f"{meaning} — one of {one_of}" if meaning else f"one of {one_of}"
+        row = [_option(action), _text(default(parser, action)), meaning or "—"]
+        rows.append("| " + " | ".join(row) + " |")
+    if not rows:
+        return ""
+    return "| Option | Default | Meaning |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+
+
+def synopsis(parser: argparse.ArgumentParser) -> str:
+    """`prog [options] REQUIRED… [positional]`, the short form of the usage line."""
+    words = [parser.prog]
+    actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+    if any(a.option_strings and not a.required for a in actions):
+        words.append("[options]")
+    for a in actions:
+        if a.option_strings and a.required:
+            words.append(f"{a.option_strings[-1]} {a.metavar or a.dest.upper()}")
+    for a in actions:
+        if not a.option_strings:
+            name = a.metavar or a.dest
+            words.append(f"{name} …" if isinstance(a, argparse._SubParsersAction) else name)
+            if a.nargs == "?":
+                words[-1] = f"[{words[-1]}]"
+    return " ".join(words)
+
+
+def _lead(text: str | None) -> str:
+    return f"{text[0].upper()}{text[1:]}." if text else ""
+
+
+def _described(parser: argparse.ArgumentParser) -> str:
+    """The parser's description and epilog as paragraphs (empty when it has none)."""
+    parts = [" ".join(t.split()) for t in (parser.description, parser.epilog) if t]
+    return "".join(f"{_text(p)}\n\n" for p in parts)
 
 
 def pages(parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
@@ -98,16 +186,41 @@ def pages(parser: argparse.ArgumentParser | None = None) -> dict[str, str]:
         out[f"{FOLDER}/index.md"] = (
             f"# Command line\n\n{_NOTE}"
             "The `flows` command (installed with the package; `python -m flows` runs the "
-            "same program). Each command has its own page with its full `--help`:\n\n"
-            f"{listing}\n\n## flows --help\n\n{_code(parser.format_help())}\n"
+            "same program). Each command has its own page with its options and their "
+            "defaults; every command also takes `-h`/`--help`, which prints the same "
+            f"there:\n\n{listing}\n\n## The program's own options\n\n"
+            f"`{synopsis(parser)}`\n\n{_described(parser)}{options_table(parser)}"
         )
         for name, sub in commands.items():
             parts = [f"# flows {name}\n\n{_NOTE}"]
             if lead := helps.get(name):
-                parts.append(f"{lead[0].upper()}{lead[1:]}.\n\n")
-            parts.append(f"{_code(sub.format_help())}\n")
-            for exp, exp_parser in _subparsers(sub).items():
-                parts.append(f"\n## flows {name} {exp}\n\n{_code(exp_parser.format_help())}\n")
+                parts.append(f"{_lead(lead)}\n\n")
+            parts.append(f"**Usage:** `{synopsis(sub)}`\n\n{_described(sub)}")
+            if table := options_table(sub):
+                parts.append(table)
+            experiments = _subparsers(sub)
+            if experiments:
+                subhelps = {
+                    a.dest: a.help
+                    for action in sub._actions
+                    if isinstance(action, argparse._SubParsersAction)
+                    for a in action._choices_actions
+                }
+                links = ", ".join(f"[{e}](#flows-{name}-{e})" for e in experiments)
+                parts.append(f"One set of options per paper: {links}.\n")
+            for exp, exp_parser in experiments.items():
+                parts.append(
+                    f"\n## flows {name} {exp}\n\n"
+                    + (
+                        f"*{_text(title)}*\n\n"
+                        if (title := subhelps.get(exp))
+                        and not (exp_parser.description or "").startswith(title)
+                        else ""
+                    )
+                    + f"**Usage:** `{synopsis(exp_parser)}`\n\n"
+                    + _described(exp_parser)
+                    + options_table(exp_parser)
+                )
             out[f"{FOLDER}/{name}.md"] = "".join(parts)
     return out
 

@@ -15,15 +15,18 @@
    environment variable `FLOWS_DOCS_RESULTS` when it is set (`flows check --out DIR`, then
    `FLOWS_DOCS_RESULTS=DIR mkdocs build`).
 
-3. Long-form text. `<!-- readme: HEADING -->` is replaced by the body of the section with
-   that heading in `docs/_sections.md` (the long-form text, once the README; not a page),
-   up to the next heading of the same or a higher level (`intro` is the text before the
-   first `##`); `<!-- readme: HEADING | PREFIX -->` keeps
-   only the section's top-level bullets that start with PREFIX. Findings, limitations and
-   the set-up commands are thus stated once, in that file, and the pages cannot drift
-   from it. Its relative links (to files outside the site, relative to the repository
-   root) become the path in code; a missing section or an empty selection fails the build
-   with its name.
+3. Formulas. `$…$` in a page holds a formula in the TeX-like text the reports use
+   (`$m^{2α₁−1}$`, `$T_d$`, `$(Δ_min/2V_max^r)^{1/(r−1)}$`: Unicode letters, `_` and `^`
+   scripts, braces for groups); it becomes inline MathML at build time by the reports'
+   own renderer (`flows._report.math.to_mathml`), so nothing is fetched or run when the
+   page is viewed (browsers lay MathML out natively). A `$` not followed by a non-blank
+   character, or inside code, is left alone; a formula the renderer cannot read fails the
+   strict build naming it (a bar inside a table cell is escaped as in any cell). Text the
+   pages do not hold — docstrings in the API reference, the notebooks' Markdown in the
+   examples — keeps the reports' plain notation: its formulas are found and rendered the
+   way the reports find them (`formula_html`), and so is a braced script on a word
+   (`tol^{p/(p+1)}`), outside code. `tests/test_docs.py` holds the pages to the markup
+   (no formula left unmarked) and `tests/test_browser.py` checks the MathML laid out.
 
 4. Words and numbers kept whole. A browser may break a line inside a token at a hyphen,
    a dash or other punctuation: `1e-⏎6`, `35–⏎66`, `kvaerno5-⏎cg`, `--⏎quick` (Material
@@ -40,24 +43,31 @@
 
 from __future__ import annotations
 
+import html
+import logging
 import os
 import posixpath
 import re
 from pathlib import Path
 
 from markdown import Extension
+from markdown.inlinepatterns import InlineProcessor
 from markdown.preprocessors import Preprocessor
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
+try:  # the reports' renderer, in its package (or its module, before flows/_report/ existed)
+    from flows._report.math import formula_html, to_mathml
+except ImportError:  # pragma: no cover - depends on the checkout
+    from flows._report_math import formula_html, to_mathml
+
 ROOT = Path(__file__).resolve().parent.parent
-#: The long-form text the pages include (`<!-- readme: HEADING -->`).
-SECTIONS = ROOT / "docs" / "_sections.md"
+log = logging.getLogger("mkdocs.hooks.flows")
 
 _FIGURE = re.compile(r"<!--\s*figure:\s*(?P<path>[^|>]+?)\s*\|\s*(?P<caption>.*?)\s*-->")
-_README = re.compile(r"<!--\s*readme:\s*(?P<heading>[^|>]+?)\s*(?:\|\s*(?P<prefix>.*?)\s*)?-->")
-_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]]+)\]\((?P<target>[^)\s]+)\)")
-_HEADING = re.compile(r"^(?P<level>#{1,6})\s+(?P<title>.+?)\s*$")
+#: `$…$`: opens before a non-blank character, closes after one, and is not followed by a
+#: word character or a digit (`$5 and $6` is not a formula).
+MATH = r"(?<![\\$\w])\$(?=[^\s$])(?P<tex>[^$\n]*?[^\s$\\])\$(?![\w$])"
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d+\.)\s+\S")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -106,60 +116,59 @@ class ListSpacing(Extension):
         md.preprocessors.register(_ListSpacing(md), "flows_list_spacing", 35)
 
 
-def readme_section(heading: str, prefix: str | None = None, readme: Path | None = None) -> str:
-    """The body of the section `heading` of `docs/_sections.md` (see the module
-    docstring), with its relative links turned into code paths; raises `ValueError`
-    naming what is missing."""
-    lines = (readme or SECTIONS).read_text(encoding="utf-8").splitlines()
-    if heading == "intro":
-        start = next(i for i, ln in enumerate(lines) if ln.startswith("# ")) + 1
-        stop = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), len(lines))
-        body = lines[start:stop]
-    else:
-        found = None
-        for i, ln in enumerate(lines):
-            m = _HEADING.match(ln)
-            if m and m.group("title") == heading:
-                found = i, len(m.group("level"))
-                break
-        if found is None:
-            raise ValueError(f"docs/_sections.md has no section {heading!r} (named in a docs page)")
-        start, level = found
-        stop = len(lines)
-        in_fence = False
-        for i in range(start + 1, len(lines)):
-            if _FENCE.match(lines[i]):
-                in_fence = not in_fence
-            m = None if in_fence else _HEADING.match(lines[i])
-            if m and len(m.group("level")) <= level:
-                stop = i
-                break
-        body = lines[start + 1 : stop]
-    if prefix:
-        kept: list[str] = []
-        keep = False
-        for ln in body:
-            if ln.startswith("- "):
-                keep = ln[2:].startswith(prefix)
-            elif ln.strip() and not ln.startswith(" "):
-                keep = False
-            if keep:
-                kept.append(ln)
-        if not kept:
-            raise ValueError(
-                f"docs/_sections.md section {heading!r} has no bullet starting {prefix!r}"
-            )
-        body = kept
-    text = "\n".join(body).strip("\n")
+class _Math(InlineProcessor):
+    def handleMatch(self, m, data):  # noqa: N802 - Markdown's API
+        tex = m.group("tex").replace("\\|", "|")
+        try:
+            mathml = to_mathml(tex)
+        except ValueError:
+            log.warning(f"formula ${tex}$ cannot be rendered (docs/_hooks.py, 3)")
+            return None, None, None
+        return self.md.htmlStash.store(mathml), m.start(0), m.end(0)
 
-    def unlink(m: re.Match) -> str:
-        target = m.group("target")
-        if target.startswith(("http://", "https://", "#", "mailto:")):
-            return m.group(0)
-        text = m.group("text")
-        return text if text.strip("`") == target else f"{text} (`{target}`)"
 
-    return _LINK.sub(unlink, text)
+class Math(Extension):
+    """`$…$` as inline MathML (see the module docstring, 3)."""
+
+    def extendMarkdown(self, md):  # noqa: N802 - Markdown's API
+        # after code spans (190), before backslash escapes (180): code keeps its `$`
+        md.inlinePatterns.register(_Math(MATH, md), "flows_math", 185)
+
+
+# elements whose text holds no formula to find: code, and those in `_RAW`
+_CODE_TAG = re.compile(r"<(/?)(code|kbd|pre|script|style|svg|math|textarea)\b", re.I)
+# a braced script on a word or on a letter and digits (`tol^{p/(p+1)}`, `w0^{1−r}`), which
+# the reports' rules leave as text (a script on a word is not math in a report's prose)
+_WORD_SCRIPT = re.compile(r"(?<![\w.])[^\W\d_][\w′″]*\^\{(?:[^{}\s]|\{[^{}\s]*\})*\}")
+
+
+def _formulas_in(text: str) -> str:
+    out, last = [], 0
+    for m in _WORD_SCRIPT.finditer(text):
+        try:
+            mathml = to_mathml(m.group(0))
+        except ValueError:
+            continue
+        out += [formula_html(text[last : m.start()], plain=html.escape), mathml]
+        last = m.end()
+    return "".join(out) + formula_html(text[last:], plain=html.escape)
+
+
+def render_formulas(html_text: str) -> str:
+    """`html_text` with the formulas in its text runs (outside code and MathML) rendered as
+    MathML by the reports' rules (`formula_html`; see the module docstring, 3)."""
+    out: list[str] = []
+    raw = 0
+    for piece in _HTML_PIECE.split(html_text):
+        if piece.startswith("<"):
+            if (m := _CODE_TAG.match(piece)) and not piece.endswith("/>"):
+                raw = max(0, raw - 1) if m.group(1) else raw + 1
+            out.append(piece)
+        elif raw or ("^" not in piece and "_" not in piece):
+            out.append(piece)
+        else:
+            out.append(_formulas_in(html.unescape(piece)))
+    return "".join(out)
 
 
 def _source(rel: str) -> Path:
@@ -204,7 +213,7 @@ def keep_tokens_whole(html: str) -> str:
 
 @event_priority(100)  # before mkdocstrings reads the extension list
 def on_config(config):
-    config.markdown_extensions.append(ListSpacing())
+    config.markdown_extensions.extend([ListSpacing(), Math()])
     return config
 
 
@@ -228,11 +237,15 @@ def on_page_markdown(markdown, page, config, files):
             return f"![{caption}]({posixpath.relpath(rel, here or '.')})"
         return f"*{caption}:* `{rel}` is not in this checkout."
 
-    def include(m: re.Match) -> str:
-        return readme_section(m.group("heading").strip(), m.group("prefix") or None)
+    return _FIGURE.sub(replace, markdown)
 
-    return _FIGURE.sub(replace, _README.sub(include, markdown))
+
+#: Pages whose text the docs do not hold (docstrings, notebooks): their formulas are found
+#: as the reports find them (module docstring, 3).
+FOUND_FORMULAS = ("api/", "examples/")
 
 
 def on_page_content(html, page, config, files):
+    if page.file.src_uri.startswith(FOUND_FORMULAS):
+        html = render_formulas(html)
     return keep_tokens_whole(html)

@@ -11,6 +11,10 @@ stored JSON, so it is fast and offline.
   page: Markdown cells as they are, code cells as Python blocks, text outputs as text
   blocks, image outputs as PNG files beside the page (`examples/<name>/figure-N.png`);
   the notebook itself is added as `examples/<name>.ipynb` and linked for download.
+- A claims table among the text outputs (the toolkit's table, `claim | predicted |
+  measured | verdict`, with its reasons on `↳` lines) is shown narrowed to claim ·
+  verdict · margin (the margin where a row states one), so that the verdict is in view on
+  any screen; the full table follows, folded in a `<details>`, exactly as printed.
 
 A code path `docs/….md` in a notebook's Markdown (how a notebook names the toolkit's page
 for its paper, readable in Jupyter too) becomes a link to that page. The nav lists the pages
@@ -20,9 +24,11 @@ the notebook).
 """
 
 import base64
+import html
 import json
 import posixpath
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,10 +164,119 @@ def render(path: Path) -> Rendered:
     return out
 
 
+@dataclass
+class ClaimRow:
+    """One row of a printed claims table: its cells joined over their lines, and its
+    reason (the `↳` lines)."""
+
+    claim: str
+    predicted: str
+    measured: str
+    verdict: str
+    reason: str = ""
+
+    @property
+    def margin(self) -> str:
+        """The margin the row states ("margin 0.36, … ±0.51" → "0.36 ± 0.51"), or "—"."""
+        found = list(_MARGIN.finditer(f"{self.measured} {self.reason}"))
+        if not found:
+            return "—"
+        m = next((m for m in found if m.group("error")), found[0])  # with its error bar
+        return m.group("value") + (f" ± {m.group('error')}" if m.group("error") else "")
+
+
+_COLUMNS = ("claim", "predicted", "measured", "verdict")
+_MARGIN = re.compile(
+    r"\bmargin (?P<value>[-−+]?\d[\d.]*(?:e[-+]?\d+)?)"
+    r"(?:,[^;±]*?±(?P<error>\d[\d.]*(?:e[-+]?\d+)?))?"
+)
+
+
+def _cut(line: str, cuts: list[int]) -> list[str] | None:
+    """`line` cut at the columns `cuts` as a terminal lays it out (a combining mark takes
+    no column: `w̄`), the cells stripped; None when a cut is not at a `|`."""
+    cells, cell, col, at = [], "", 0, 0
+    for ch in line:
+        if at < len(cuts) and col == cuts[at] and not unicodedata.combining(ch):
+            if ch != "|":
+                return None
+            cells.append(cell.strip())
+            cell, at = "", at + 1
+        else:
+            cell += ch
+        col += 0 if unicodedata.combining(ch) else 1
+    return [*cells, cell.strip()] if at == len(cuts) else None
+
+
+def claims_table(text: str) -> tuple[list[ClaimRow], str] | None:
+    """The rows and the summary line (`12 hold, 1 fail, …`) of a claims table printed by
+    the toolkit, or None when `text` is not one (or not one this parser can read: then it
+    is shown as printed)."""
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) < 3 or [c.strip() for c in lines[0].split("|")] != list(_COLUMNS):
+        return None
+    cuts = [i for i, ch in enumerate(lines[0]) if ch == "|"]
+    rows: list[ClaimRow] = []
+    summary: list[str] = []
+    after_rule = False
+    for line in lines[2:]:
+        if set(line.strip()) == {"-"}:
+            after_rule = True
+            continue
+        if after_rule:
+            summary.append(line.strip())
+        elif line.startswith("    "):  # a reason, or its continuation
+            if not rows:
+                return None
+            more = line.strip().removeprefix("↳").strip()
+            rows[-1].reason = f"{rows[-1].reason} {more}".strip()
+        else:
+            cells = _cut(line, cuts)
+            if cells is None:
+                return None
+            if rows and not cells[0].startswith("[") and not rows[-1].reason:
+                row = rows[-1]  # the same row, on its next line
+                joined = [
+                    f"{before} {more}".strip()
+                    for before, more in zip(
+                        (row.claim, row.predicted, row.measured, row.verdict), cells, strict=True
+                    )
+                ]
+                row.claim, row.predicted, row.measured, row.verdict = joined
+            else:
+                rows.append(ClaimRow(*cells))
+    return (rows, " ".join(summary)) if rows else None
+
+
+def _cell(text: str) -> str:
+    """`text` for a Markdown table cell (HTML and Markdown's special characters escaped)."""
+    text = html.escape(text, quote=False).replace("$", "&#36;")
+    return re.sub(r"([\\`*_\[\]|])", r"\\\1", text)
+
+
+def _claims(text: str) -> list[str] | None:
+    """A printed claims table as the narrow table and the folded full one (see the module
+    docstring), or None when `text` is not one."""
+    parsed = claims_table(text)
+    if parsed is None:
+        return None
+    rows, summary = parsed
+    table = "| Claim | Verdict | Margin |\n|---|---|---|\n" + "\n".join(
+        f"| {_cell(r.claim)} | {_cell(r.verdict.lower())} | {_cell(r.margin)} |" for r in rows
+    )
+    folded = (
+        "<details><summary>Predicted, measured and the reasons: the table as printed"
+        f"</summary>\n<pre><code>{html.escape(text.rstrip())}</code></pre>\n</details>"
+    )
+    return [table, *([_cell(summary)] if summary else []), folded]
+
+
 def _output(o: dict, out: Rendered, name: str) -> list[str]:
     kind = o.get("output_type")
     if kind == "stream":
         text = _ANSI.sub("", _text(o.get("text", "")))
+        if (claims := _claims(text)) is not None:
+            return claims
         return [_fence(text, "text")] if text.strip() else []
     if kind == "error":
         trace = _ANSI.sub("", "\n".join(o.get("traceback", [])))

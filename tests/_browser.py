@@ -42,6 +42,10 @@ LONG_TOKEN = 40
 #     rectangles lie on more than one line (a rectangle per text node and per wholly
 #     contained inline box on one line; rectangles that overlap vertically are one line).
 #     Each break is marked with "⏎" at the character where the new line starts.
+# (c) formulas: the <math> elements and how many have a laid-out box, and text outside
+#     code and formulas that still reads "^{" (TeX-like notation left unrendered).
+# (d) verdict columns: each <th> reading "Verdict", its right edge against the right edge
+#     of what is visible without scrolling.
 _MEASURE_JS = r"""
 (() => {
 const CONTAINERS = "td,th,caption,p,li,dt,dd,figcaption,summary,h1,h2,h3,h4,h5,h6";
@@ -195,6 +199,44 @@ function broken() {
   return [found, skipped];
 }
 
+function formulas() {
+  // MathML elements and how many the browser laid out (a box of non-zero size); text that
+  // still holds TeX-like script notation ("^{") outside code, code blocks and formulas
+  const maths = Array.from(document.querySelectorAll("math"));
+  const rendered = maths.filter(m => {
+    const r = m.getBoundingClientRect();
+    return r.width > 0.5 && r.height > 0.5;
+  }).length;
+  const raw = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (!n.data.includes("^{")) continue;
+    if (n.parentElement.closest("code, pre, kbd, script, style, math, svg, textarea")) continue;
+    const i = n.data.indexOf("^{");
+    raw.push(Object.assign(describe(n.parentElement),
+                           {shown: n.data.slice(Math.max(0, i - 30), i + 30)}));
+  }
+  return {count: maths.length, rendered: rendered, raw: raw};
+}
+
+function columns(title) {
+  // every table header cell reading `title`: its right edge and the right edge of what
+  // is visible of it without scrolling (the viewport, or a scrolling or clipping ancestor)
+  const vw = document.documentElement.clientWidth;
+  const out = [];
+  for (const th of document.querySelectorAll("th")) {
+    if (th.textContent.trim() !== title) continue;
+    const r = th.getBoundingClientRect();
+    let visible = vw;
+    for (let a = th.parentElement; a && a !== document.body; a = a.parentElement)
+      if (getComputedStyle(a).overflowX !== "visible")
+        visible = Math.min(visible, a.getBoundingClientRect().right);
+    out.push(Object.assign(describe(th.closest("table")),
+                           {right: Math.round(r.right), visible: Math.round(visible)}));
+  }
+  return out;
+}
+
 function measure() {
   for (const d of document.querySelectorAll("details")) d.open = true;
   const de = document.documentElement;
@@ -207,6 +249,8 @@ function measure() {
     overflowing: overflow(),
     broken: tokensBroken,
     exempt: tokensExempt,
+    formulas: formulas(),
+    verdicts: columns("Verdict"),
   });
 }
 
@@ -228,6 +272,8 @@ class Layout:
     laid out on more than one line (`shown` marks each break with "⏎"); `exempt` the broken
     tokens that may wrap (paths and identifiers, see `test_browser.py`). Each entry names
     its `element`, the element's `path` (up to 4 ancestors) and the start of its `text`.
+    `formulas` and `verdicts` report the MathML on the page and the tables' verdict
+    columns (see the fields).
     """
 
     page: str
@@ -239,6 +285,12 @@ class Layout:
     broken: tuple[dict, ...]
     exempt: tuple[dict, ...]
     screenshot: Path | None
+    #: MathML on the page: `count` elements, `rendered` of them laid out with a size, and
+    #: `raw`, the text runs outside code and formulas still holding `^{` (each with `shown`).
+    formulas: dict = dataclasses.field(default_factory=dict)
+    #: Every table header cell "Verdict": its `right` edge and the right edge `visible`
+    #: without scrolling (px).
+    verdicts: tuple[dict, ...] = ()
 
     @property
     def page_overflows(self) -> bool:
@@ -333,6 +385,8 @@ def measure(
         broken=tuple(data["broken"]),
         exempt=tuple(data["exempt"]),
         screenshot=shot,
+        formulas=data["formulas"],
+        verdicts=tuple(data["verdicts"]),
     )
 
 

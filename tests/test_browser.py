@@ -18,14 +18,21 @@ wide, checked for two layout defects that parsing the HTML cannot see:
   the ordinary place for such a word to wrap. Ordinary words and numbers are all checked:
   a break after the hyphen of an exponent (`3e-⏎11`) is a defect.
 
+On the documentation site two more things are checked: **formulas** are MathML that the
+browser lays out (every `<math>` element has a box; the pages with formulas have some),
+and no text outside code still reads `^{` (TeX-like notation left unrendered); and the
+examples gallery's **claims tables** show their verdict column without scrolling sideways,
+at both widths.
+
 The pages: the `report.html` of every paper and the `index.html` of `flows check all
 --quick`, an index over the deep-linear run with a copy of it marked failing (so the list of
 failing claims is laid out whatever the quick run gives), and `report.html` of a tiny
 `flows simulate deep-linear`; and six
 pages of the documentation site, built once (`mkdocs build --strict` into a temporary
 folder, as `tests/test_docs.py` builds it; skipped without the `docs` extra): the home page,
-the solver guide, a paper page, the examples gallery, an API reference page and one
-rendered notebook (its code, text outputs and figures). Their wide
+the solver guide, a paper page, the limits, a command-line page (its options tables), the
+examples gallery, an API reference page and one rendered notebook (its code, text outputs,
+claims table and figures). Their wide
 tables and code blocks must scroll inside the content column, not clip or widen the page.
 Every page is also saved as a full-page screenshot per width; a failure names the folder.
 
@@ -61,10 +68,16 @@ DOCS = {
     "docs-home": "index.html",
     "docs-solvers": "solvers/index.html",
     "docs-paper": "papers/multistage/index.html",
+    "docs-limits": "limits/index.html",
+    "docs-cli": "cli/simulate/index.html",
     "docs-gallery": "examples/index.html",
     "docs-api": "api/simulate/index.html",
     "docs-example": "examples/deep-linear/index.html",
 }
+#: The documentation pages that hold formulas (each rendered as MathML).
+WITH_FORMULAS = ("docs-home", "docs-paper", "docs-limits", "docs-api", "docs-example")
+#: The documentation pages with a notebook's claims table (claim · verdict · margin).
+WITH_CLAIMS_TABLE = ("docs-example",)
 PAGES = (*REPORTS, *DOCS)
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -220,6 +233,33 @@ def test_no_word_or_number_broken_across_lines(layouts, screenshots, page, width
     layout = layouts(page, width)
     _exempt(layout)
     assert not layout.broken, f"{describe_broken(layout)}\nscreenshots: {screenshots}"
+
+
+@needs_browser
+@pytest.mark.parametrize("page", sorted(DOCS))
+def test_docs_formulas_are_rendered(layouts, screenshots, page):
+    f = layouts(page, 1400).formulas
+    raw = [f"  {e['shown']!r} in <{e['element']}> ({e['path']})" for e in f["raw"]]
+    assert not raw, f"{page}: TeX-like notation left as text:\n" + "\n".join(raw)
+    assert f["rendered"] == f["count"], (
+        f"{page}: {f['count'] - f['rendered']} of {f['count']} formulas not laid out; "
+        f"screenshots: {screenshots}"
+    )
+    if page in WITH_FORMULAS:
+        assert f["count"] > 0, f"{page}: no MathML on a page with formulas"
+
+
+@needs_browser
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("page", WITH_CLAIMS_TABLE)
+def test_gallery_verdict_column_in_view(layouts, screenshots, page, width):
+    verdicts = layouts(page, width).verdicts
+    assert verdicts, f"{page}: no claims table with a Verdict column"
+    hidden = [v for v in verdicts if v["right"] > v["visible"] + 1]
+    assert not hidden, (
+        f"{page} at {width} px: the verdict column ends past what is visible without "
+        f"scrolling: {hidden}\nscreenshots: {screenshots}"
+    )
 
 
 _BAD_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">

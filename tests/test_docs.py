@@ -4,21 +4,28 @@
   blocks of one page in order in one namespace (a page builds up its state), in a
   temporary working directory. A ```python block must be marked either runnable or
   `<!-- not run: REASON -->`, so an example cannot silently drop out of the tests.
-- The README sections the pages include (`<!-- readme: … -->`, see `docs/_hooks.py`)
-  exist, so a renamed README heading fails here with its name, not only in the build;
-  figures (`<!-- figure: … -->`) are shown when present and named when not.
+- Every page holds its own text: no page includes text from elsewhere (the former
+  `<!-- readme: … -->` markers and `docs/_sections.md`), so each reads as a plain
+  Markdown file. Figures (`<!-- figure: … -->`) are shown when present and named when not.
+- Formulas are marked: every formula in a page's prose and tables (a TeX-like script,
+  `m^{2α₁−1}`, `T_d`, found by the reports' own rules) is written between dollar signs,
+  and `docs/_hooks.py` renders `$…$` as MathML (text outside code only; a formula it
+  cannot read is a build warning, so the strict build fails on it).
 - Every public name (of `flows`, `flows.models`, `flows.plugin`, `flows.figures`,
   `reduced`) has a docstring as the API reference reads it (a `#:` comment for a
   constant, through `docs/_griffe_comments.py`) and, in the built site, an entry of its
   own.
 - Every `flows` command has its page under "Command line", generated from the parser by
-  `docs/_cli_pages.py` and listed in the nav: a new command fails here until it is listed.
+  `docs/_cli_pages.py` — a table of options with their defaults — and listed in the nav:
+  a new command fails here until it is listed.
 - Every notebook has its page under "Examples", rendered from the stored, executed notebook
-  by `docs/_notebooks.py` (figures extracted), with a card in the gallery; listed in the
-  nav likewise.
+  by `docs/_notebooks.py` (figures extracted; claims tables narrowed to claim · verdict ·
+  margin, the full table folded), with a card in the gallery; listed in the nav likewise.
 - `mkdocs build --strict` (warnings are errors) builds the site into a temporary folder,
   offline; skipped, with the reason, when the `docs` extra is not installed. The built
-  pages load nothing from another host (no web fonts, no CDN).
+  pages load nothing from another host (no web fonts, no CDN), hold their formulas as
+  MathML, and no paragraph, list item or table cell of theirs runs over `MAX_WORDS` (150)
+  words (but the docstrings listed in `LONG_DOCSTRINGS`, text the docs do not hold).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import re
 import subprocess
 import sys
 import types
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -43,7 +51,7 @@ _MARK = re.compile(r"<!--\s*(?P<mark>runnable|not run:[^>]*?)\s*-->\s*$")
 
 
 def _pages() -> list[Path]:
-    """The site's pages (`_sections.md`, the long-form text they include, is not one)."""
+    """The site's pages (files starting with `_` are the build's own: hooks)."""
     return sorted(p for p in DOCS.rglob("*.md") if not p.name.startswith("_"))
 
 
@@ -129,20 +137,74 @@ def _hooks():
     return _docs_module("_hooks.py")
 
 
-def test_readme_sections_exist():
-    hooks = _hooks()
-    found = 0
+def test_pages_hold_their_own_text():
+    # the text of every page is in its file: nothing spliced in at build time
+    assert not (DOCS / "_sections.md").exists(), "docs/_sections.md is back: move its text"
     for page in _pages():
-        for m in hooks._README.finditer(page.read_text(encoding="utf-8")):
-            text = hooks.readme_section(m.group("heading").strip(), m.group("prefix") or None)
-            assert text.strip(), f"docs/{page.name}: README section {m.group(0)} is empty"
-            assert "](" not in re.sub(r"\]\((https?://|#)[^)]*\)", "", text), (
-                "a relative README link was left in the included text"
-            )
-            found += 1
-    assert found >= 8
-    with pytest.raises(ValueError, match="no section 'No such heading'"):
-        hooks.readme_section("No such heading")
+        text = page.read_text(encoding="utf-8")
+        assert "<!-- readme:" not in text, f"docs/{page.relative_to(DOCS)} splices text in"
+    assert not hasattr(_hooks(), "readme_section")
+
+
+def _math_module():
+    """The reports' formula renderer (in its package, or its module before the move)."""
+    try:
+        return importlib.import_module("flows._report.math")
+    except ImportError:
+        return importlib.import_module("flows._report_math")
+
+
+# what is not prose: fenced blocks are dropped first; then code spans, formulas already
+# marked, link targets and references, HTML comments and tags, URLs
+_NOT_PROSE = re.compile(
+    r"(`+).*?\1|\$[^$\n]+\$|\]\([^)]*\)|\]\[[^\]]*\]|<!--.*?-->|<[^>]+>|https?://\S+"
+)
+_FENCED = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+
+
+def test_formulas_are_marked():
+    # a formula in a page's prose or tables is written $…$ (so it is rendered as MathML):
+    # the reports' own rules find none left unmarked outside code
+    formulas = _math_module()._formulas
+    unmarked = []
+    for page in _pages():
+        text = _FENCED.sub("", page.read_text(encoding="utf-8"))
+        for line in text.splitlines():
+            if line.startswith(":::"):  # an API reference entry (mkdocstrings)
+                continue
+            prose = _NOT_PROSE.sub(" ", line)
+            unmarked += [
+                f"docs/{page.relative_to(DOCS)}: {prose[a:b]!r} in {line.strip()[:60]!r}"
+                for a, b in formulas(prose)
+            ]
+    assert not unmarked, "write these formulas as $…$:\n" + "\n".join(unmarked)
+
+
+def test_math_extension(caplog):
+    hooks = _hooks()
+    import markdown
+
+    md = markdown.Markdown(extensions=[hooks.Math(), "tables", "fenced_code"])
+    html = md.convert(
+        "A rate $m^{2α₁−1}$ and `$x_1$` in code; costs $5 and $6.\n\n"
+        "| a | b |\n|---|---|\n| $\\|a\\|_∞$ | c |\n\n```\n$T_d$\n```\n"
+    )
+    assert html.count("<math") == 2 and "<msup><mi>m</mi>" in html
+    assert "<code>$x_1$</code>" in html and "$5 and $6" in html
+    assert "<msub><mrow><mo>|</mo>" in html or "<mo>|</mo>" in html  # the escaped bar
+    assert "<code>$T_d$\n</code>" in html  # a code block keeps its dollars
+    md.reset()
+    with caplog.at_level("WARNING"):
+        kept = md.convert("bad $x^$ here")
+    assert "<math" not in kept and "cannot be rendered" in caplog.text
+
+
+def test_formulas_found_in_text_the_docs_do_not_hold():
+    # docstrings and notebooks keep the reports' plain notation: found and rendered there
+    render = _hooks().render_formulas
+    out = render("<p>rate m^{-2α} and tol^{p/(p+1)}; <code>q_max^2</code> tol_factor</p>")
+    assert out.count("<math") == 2 and "^{" not in out.replace("<code>q_max^2</code>", "")
+    assert "<code>q_max^2</code>" in out and "tol_factor" in out
 
 
 def test_list_spacing_preprocessor():
@@ -270,13 +332,40 @@ def test_every_command_has_a_page():
     pages = cli.pages(parser)
     for name in commands:
         page = pages.get(f"cli/{name}.md", "")
-        assert f"usage: flows {name} [-h]" in page, f"`flows {name}` has no generated page"
-    # each experiment's own flags, under `flows simulate <experiment>`
-    assert "## flows simulate multistage\n" in pages["cli/simulate.md"]
-    assert "usage: flows simulate multistage" in pages["cli/simulate.md"]
+        assert f"**Usage:** `flows {name}" in page, f"`flows {name}` has no generated page"
+    # a table of options with their defaults, not raw help text
+    check = pages["cli/check.md"]
+    assert "| Option | Default | Meaning |" in check and "usage:" not in check
+    assert "| `--out OUT` | results | output folder" in check
+    assert "| `--quick` | off |" in check
+    # each experiment's own flags, under `flows simulate <experiment>`, with the defaults
+    # their help states
+    simulate = pages["cli/simulate.md"]
+    assert "## flows simulate multistage\n" in simulate
+    section = simulate.split("## flows simulate multistage\n", 1)[1].split("\n## ", 1)[0]
+    assert "**Usage:** `flows simulate multistage [options] --out OUT`" in section
+    assert "| `--m M` | 1000 | width (default 1000) |" in section
+    assert "| `--save-params NAME` | ends |" in section  # "all, ends (default), none"
+    assert "| `--out OUT` | required |" in section
     unlisted = _unlisted(pages)
     assert not unlisted, f'list these pages in mkdocs.yml\'s nav under "Command line": {unlisted}'
     assert _cli_nav() <= set(pages), "the nav lists a command page that is not generated"
+
+
+def test_cli_defaults():
+    cli = _docs_module("_cli_pages.py")
+    parser = argparse.ArgumentParser(prog="p")
+    parser.add_argument("--a", type=int, default=3, help="three")
+    parser.add_argument("--b", help="stated (default 1e-6; more)")
+    parser.add_argument("--c", choices=["x", "y"], help="'x' (plain, default) or 'y'")
+    parser.add_argument("--d", action="store_true", help="a switch")
+    parser.add_argument("--e", required=True, help="needed: <DIR> | $HOME")
+    got = {a.dest: cli.default(parser, a) for a in parser._actions if a.dest != "help"}
+    assert got == {"a": "3", "b": "1e-6", "c": "x", "d": "off", "e": "required"}
+    table = cli.options_table(parser)
+    assert "| `--c NAME` | x | 'x' (plain, default) or 'y' — one of `x`, `y` |" in table
+    assert "needed: &lt;DIR&gt; \\| &#36;HOME" in table  # escaped for a table cell
+    assert cli.synopsis(parser) == "p [options] --e E"
 
 
 def test_a_new_command_gets_a_page():
@@ -288,7 +377,8 @@ def test_a_new_command_gets_a_page():
     new = sub.add_parser("plot", help="draw a saved run")
     new.add_argument("--out", help="output folder")
     pages = cli.pages(parser)
-    assert "usage: flows plot [-h] [--out OUT]" in pages["cli/plot.md"]
+    assert "**Usage:** `flows plot [options]`" in pages["cli/plot.md"]
+    assert "| `--out OUT` | — | output folder |" in pages["cli/plot.md"]
     assert "Draw a saved run." in pages["cli/plot.md"]
     assert "[`flows plot`](plot.md)" in pages["cli/index.md"]
     assert _unlisted(pages) == ["cli/plot.md"]
@@ -353,13 +443,47 @@ def test_notebook_rendering(tmp_path):
         nbs.render(path)
 
 
-def test_mkdocs_build_strict(tmp_path):
+_CLAIMS = """\
+claim             | predicted      | measured            | verdict
+------------------------------------------------------------------
+[paper Thm 1] w̄ · | ≤ 2            | 1.5                 | holds
+x ≥ 0 in order    |                |                     |
+    ↳ critical: holds for C ≥ 0.75; margin 0.5, 95 % confidence interval ±0.1
+[paper Thm 2] a   | ≥ 1            | 0.2                 | FAILS
+bound             |                |                     |
+------------------------------------------------------------------
+1 hold, 1 fail
+"""
+
+
+def test_claims_table():
+    """A printed claims table (a combining mark takes no column) → claim · verdict · margin,
+    the full table folded; anything else is left as a text block."""
+    nbs = _docs_module("_notebooks.py")
+    rows, summary = nbs.claims_table(_CLAIMS)
+    assert [(r.claim, r.verdict, r.margin) for r in rows] == [
+        ("[paper Thm 1] w̄ · x ≥ 0 in order", "holds", "0.5 ± 0.1"),
+        ("[paper Thm 2] a bound", "FAILS", "—"),
+    ]
+    assert rows[0].predicted == "≤ 2" and rows[0].reason.startswith("critical: holds")
+    assert summary == "1 hold, 1 fail"
+    table, counts, folded = nbs._claims(_CLAIMS)
+    assert table.splitlines()[0] == "| Claim | Verdict | Margin |"
+    assert "| \\[paper Thm 2\\] a bound | fails | — |" in table
+    assert counts == "1 hold, 1 fail"
+    assert folded.startswith("<details>") and "↳ critical" in folded
+    assert nbs.claims_table("claim | predicted\nnot a claims table\n") is None
+    broken = _CLAIMS.replace("| 1.5   ", "  1.5   ")  # a row whose columns do not line up
+    assert nbs.claims_table(broken) is None
+
+
+def _built_site_or_skip(tmp_path_factory) -> Path:
     for module in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python"):
         if importlib.util.find_spec(module.split(".")[0]) is None or (
             "." in module and importlib.util.find_spec(module) is None
         ):
             pytest.skip(f"`{module}` is not installed (pip install '.[docs]' to build the site)")
-    site = tmp_path / "site"
+    site = tmp_path_factory.mktemp("docs") / "site"
     proc = subprocess.run(
         # not -q: mkdocs counts warnings for --strict only at the levels it logs, so a quiet
         # build passes with a broken cross-reference (measured: `-q` exits 0 where the
@@ -371,14 +495,119 @@ def test_mkdocs_build_strict(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+    return site
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The documentation site, built once per module with warnings as errors."""
+    return _built_site_or_skip(tmp_path_factory)
+
+
+#: Words a paragraph, list item or table cell of a built page may hold.
+MAX_WORDS = 150
+#: Paragraphs over `MAX_WORDS` that the docs do not hold: docstrings rendered in the API
+#: reference (`flows/_solvers/`: RKC2, the solver argument of `simulate`;
+#: `reduced/derive/`), by page and first words. To be split where they are written; a
+#: new long paragraph anywhere fails.
+LONG_DOCSTRINGS = {
+    ("api/simulate/index.html", "Predictive switch"),
+    ("api/simulate/index.html", "Stale ρ."),
+    ("api/simulate/index.html", "solver: a name in SOLVERS"),
+    ("api/derive/index.html", "KKT inside an NAR"),
+}
+
+
+class _Blocks(HTMLParser):
+    """Each paragraph, list item, table cell, term, caption and summary of a page: its own
+    words (not those of a block nested in it; not code blocks, scripts or formulas)."""
+
+    BLOCK = frozenset({"p", "li", "td", "th", "dd", "dt", "summary", "figcaption"})
+    CONTAINER = frozenset({"ul", "ol", "table", "div", "details", "blockquote"})
+    SKIP = frozenset({"pre", "script", "style", "svg", "math", "textarea"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[tuple[str, list[str]]] = []
+        self.skip = 0
+        self.blocks: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skip += 1
+        if tag in self.BLOCK or tag in self.CONTAINER:
+            self.open.append((tag, []))
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP:
+            self.skip = max(0, self.skip - 1)
+        if tag in self.BLOCK or tag in self.CONTAINER:
+            for i in range(len(self.open) - 1, -1, -1):
+                if self.open[i][0] == tag:
+                    if tag in self.BLOCK:
+                        self.blocks.append(" ".join("".join(self.open[i][1]).split()))
+                    del self.open[i:]
+                    break
+
+    def handle_data(self, data):
+        if not self.skip and self.open and self.open[-1][0] in self.BLOCK:
+            self.open[-1][1].append(data)
+
+
+def long_blocks(html: str, limit: int = MAX_WORDS) -> list[str]:
+    """The blocks of `html` (see `_Blocks`) with more than `limit` words."""
+    parser = _Blocks()
+    parser.feed(html)
+    return [b for b in parser.blocks if len(b.split()) > limit]
+
+
+def test_long_blocks():
+    long = " ".join(["word"] * 151)
+    html = (
+        f"<p>{long}</p><ul><li>short<ul><li>{long}</li></ul></li></ul>"
+        f"<p>fine <code>x</code> words</p><pre>{long}</pre><li>{' '.join(['w'] * 150)}</li>"
+    )
+    assert long_blocks(html) == [long, long]
+
+
+def test_no_long_paragraphs(site):
+    # pages people read: a paragraph or list item over MAX_WORDS words is a wall of text
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        rel = page.relative_to(site).as_posix()
+        for block in long_blocks(page.read_text(encoding="utf-8")):
+            if not any(rel == p and block.startswith(s) for p, s in LONG_DOCSTRINGS):
+                found.append(f"{rel}: {len(block.split())} words: {block[:80]!r}")
+    assert not found, f"split these into short paragraphs or lists (≤ {MAX_WORDS} words):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_formulas_rendered_in_the_site(site):
+    # formulas are MathML in the built pages, and no TeX-like `^{` is left outside code
+    code = re.compile(r"<(pre|code|math|script)\b.*?</\1>", re.S)
+    for rel in ("index.html", "papers/multistage/index.html", "limits/index.html"):
+        assert "<math" in (site / rel).read_text(encoding="utf-8"), rel
+    raw = [
+        p.relative_to(site).as_posix()
+        for p in site.rglob("*.html")
+        if "^{" in re.sub(r"<[^>]+>", "", code.sub("", p.read_text(encoding="utf-8")))
+    ]
+    assert not raw, f"TeX-like notation left as text in {raw}"
+
+
+def test_mkdocs_build_strict(site):
     for page in ("index.html", "getting-started/index.html", "papers/multistage/index.html"):
         assert (site / page).is_file(), page
     # the API reference is rendered from the docstrings, not left empty
     api = (site / "api" / "simulate" / "index.html").read_text(encoding="utf-8")
     assert "Integrate the exact gradient flow" in api
-    # findings come from the long-form text (docs/_sections.md)
+    # findings are on the paper's page, the limitations and open findings on their own
     multistage = (site / "papers" / "multistage" / "index.html").read_text(encoding="utf-8")
     assert "lower bound (60)" in multistage
+    limits = (site / "limits" / "index.html").read_text(encoding="utf-8")
+    assert 'id="open-findings"' in limits and 'id="solvers"' in limits
+    assert (site / "architecture" / "index.html").is_file()
     # every public name has its own entry in the API reference, with its text (a constant's
     # `#:` comment included)
     ids: set[str] = set()
@@ -393,10 +622,10 @@ def test_mkdocs_build_strict(tmp_path):
     ]
     assert not missing, f"public names without an entry in docs/api/*.md (`::: NAME`): {missing}"
     assert "Cap on h·ρ for the first step" in api  # flows.FIRST_STEP_STABILITY's `#:` comment
-    # one page per command, generated from the parser
+    # one page per command, generated from the parser: its options in a table
     for name in ("check", "simulate", "sweep", "derive"):
         page = (site / "cli" / name / "index.html").read_text(encoding="utf-8")
-        assert f"usage: flows {name} [-h]" in page, name
+        assert f"<code>flows {name}" in page and "<th>Default</th>" in page, name
     # the examples: the gallery's cards and each notebook's page with its figures
     gallery = (site / "examples" / "index.html").read_text(encoding="utf-8")
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
@@ -404,8 +633,11 @@ def test_mkdocs_build_strict(tmp_path):
         assert f'href="{name}/"' in gallery, name
         assert (site / "examples" / name / "figure-1.png").is_file(), name
         assert "figure-1.png" in (site / "examples" / name / "index.html").read_text("utf-8")
+    # the examples' claims tables: claim · verdict · margin, the full table folded
+    example = (site / "examples" / "deep-linear" / "index.html").read_text(encoding="utf-8")
+    assert "<th>Verdict</th>" in example and "<details>" in example
     # search is built (its index holds the generated pages too)
-    assert "usage: flows sweep" in (site / "search" / "search_index.json").read_text("utf-8")
+    assert "flows sweep multistage" in (site / "search" / "search_index.json").read_text("utf-8")
     # offline: no page loads a script, stylesheet, font or image from another host
     remote = re.compile(
         r"<(?:script|link|img|iframe|source)\b[^>]*?\b(?:src|href)=[\"']?(?:https?:)?//[^>]*>",
