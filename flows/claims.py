@@ -83,6 +83,7 @@ from ._claim_parts import (
 from ._errors import ConfigError
 from ._estimates import ORDER_SLACK, limit_in_time, power_law_fit, richardson
 from ._forall import ForAll
+from ._window import Extension, Part, Window, edge_trend, extend
 
 __all__ = [
     "VERDICTS",
@@ -105,6 +106,11 @@ __all__ = [
     "Limit",
     "Existential",
     "ForAll",
+    "Window",
+    "Part",
+    "edge_trend",
+    "extend",
+    "Extension",
     "power_law_fit",
     "richardson",
     "agrees",
