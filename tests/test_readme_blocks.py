@@ -3,7 +3,7 @@
 - **Python** blocks of the README are executed (each preceded by `<!-- runnable -->`, the
   docs' marker; the docs' own Python blocks are executed by `tests/test_docs.py`).
 - **Shell** blocks (README, every docs page and the text they include): every line that
-  starts with `flows` is read by the command line's own parser (`flows._cli.build_parser`),
+  starts with `flows` is read by the command line's own parser (`flows._cli.app.build_parser`),
   with a synopsis expanded into each command it stands for (`[a|b]` → a, b; `[--quick]` →
   with and without; `<paper>` → every paper that command accepts; `DIR` → a folder), so a
   renamed flag, a removed paper or a value the flag's type refuses fails here with the
@@ -146,7 +146,7 @@ def test_expand():
 
 @pytest.mark.parametrize(("where", "line"), FLOWS_LINES, ids=[w for w, _ in FLOWS_LINES])
 def test_flows_line_parses(where, line, tmp_path, capsys):
-    from flows._cli import build_parser
+    from flows._cli.app import build_parser
 
     argvs = expand(line, str(tmp_path / "out"))
     assert argvs, f"{where}: {line!r} expands to no command"
@@ -188,7 +188,7 @@ def test_python_m_flows_is_the_same_program():
 @pytest.mark.e2e
 @pytest.mark.parametrize("line", EXECUTED)
 def test_executed_lines(line, tmp_path, monkeypatch):
-    from flows import _cli
+    from flows._cli import app as _cli
 
     assert any(s == line for _, s in FLOWS_LINES), f"{line!r} is no longer in a block"
     monkeypatch.chdir(tmp_path)

@@ -26,9 +26,9 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from ._trees import _start_vector, _tree_all_finite, _tree_norm, _tree_scale, _tree_where
+from .._trees import start_vector, tree_all_finite, tree_norm, tree_scale, tree_where
 
-__all__ = ["AbstractStabilizedSolver", "ERROR_NORMS", "RKCState", "rkc_eval_counts"]
+__all__ = ["ERROR_NORMS", "AbstractStabilizedSolver", "RKCState", "rkc_eval_counts"]
 
 # 1/0.653 ≈ 1.54: the stage formula s = 1 + floor(sqrt(1 + 1.54 h ρ)) of the RKC code
 # guarantees β(s) ≥ h ρ (checked numerically for h ρ ∈ [0, 1e5], see tests/test_rkc.py).
@@ -108,7 +108,7 @@ def _secant(y0, f0, y1, f1, fdt):
         for a, b in zip(jtu.tree_leaves(df), jtu.tree_leaves(dy), strict=True)
     ]
     num = -jnp.sum(jnp.stack(dots))
-    den = (_tree_norm(dy) ** 2).astype(fdt)
+    den = (tree_norm(dy) ** 2).astype(fdt)
     return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
 
 
@@ -188,7 +188,7 @@ def _nonstiff_step(
     )
     if method == "tsit5":
         e = _error_norm(y_error, y0, y1, tolerances, error_norm)
-        y_error = _tree_scale(y_error, jnp.where(e > 0, e ** (error_order / 5.0 - 1.0), 1.0))
+        y_error = tree_scale(y_error, jnp.where(e > 0, e ** (error_order / 5.0 - 1.0), 1.0))
     return y1, state[1], dense["k"], y_error
 
 
@@ -291,7 +291,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         def body(_, carry):
             v, _ = carry
             _, jv = jax.jvp(fn, (y,), (v,))
-            nrm = _tree_norm(jv).astype(jnp.result_type(float))
+            nrm = tree_norm(jv).astype(jnp.result_type(float))
             # A zero product (J v = 0) keeps the old direction instead of dividing by 0.
             ok = nrm > 0
             v_new = jtu.tree_map(
@@ -320,7 +320,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         zero = jnp.zeros((), jnp.int32)
         if self.spectral_radius is None:
             est, v = self._power_iteration(
-                terms, t0, y0, args, _start_vector(y0), self.init_power_iters
+                terms, t0, y0, args, start_vector(y0), self.init_power_iters
             )
             rho = self._bound(est)
             jvps = jnp.asarray(self.init_power_iters, jnp.int32)
@@ -374,7 +374,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             zeros = jtu.tree_map(jnp.zeros_like, y0)
             init = (jnp.zeros((), jnp.int32), y0, f0, zeros, jnp.zeros((), jnp.int32))
             _, y1, f1, err, evals = jax.lax.while_loop(lambda c: c[0] < n_sub, body, init)
-            err = _tree_scale(err, jnp.asarray(scale, fdt))
+            err = tree_scale(err, jnp.asarray(scale, fdt))
             if self.tolerances is not None and self.nonstiff != "none":
                 # A failing stabilized step close to the non-stiff switch: report the error
                 # that makes the controller retry at the switch (h ρ just below it, a
@@ -387,7 +387,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 q = self.error_order(terms)
                 e_target = (0.9 * h / h_sw) ** q  # PID (I) factor 0.9 e^{-1/q} → h_sw
                 use = (e > 1.0) & (e_target > 1.0) & (e_target < e)
-                err = _tree_scale(err, jnp.where(use, e_target / jnp.where(use, e, 1.0), 1.0))
+                err = tree_scale(err, jnp.where(use, e_target / jnp.where(use, e, 1.0), 1.0))
             k = _hermite_k(terms.prod(f0, control), terms.prod(f1, control), rows)
             return y1, f1, k, err, evals, jnp.asarray(self._nonstiff_max_hrho, fdt)
 
@@ -451,7 +451,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         fdt = jnp.result_type(float)
         e = _error_norm(err, y0, y1, self.tolerances, self.error_norm)
         e_stab = self._predict_margin * _error_norm(
-            _tree_scale(pred, scale), y0, y1, self.tolerances, self.error_norm
+            tree_scale(pred, scale), y0, y1, self.tolerances, self.error_norm
         )
         rho = jnp.maximum(rho, 1e-300)
         h_sw = self._nonstiff_max_hrho / rho
@@ -464,7 +464,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         reach = jnp.where(stab, self._nonstiff_max_hrho, _NONSTIFF_REACH[self.nonstiff])
         e_cap = jnp.minimum((0.9 * h / h_cap) ** q, 1.0)
         use = (e <= 1.0) & (e > 0) & (e_cap > e)
-        err = _tree_scale(err, jnp.where(use, e_cap / jnp.where(use, e, 1.0), 1.0))
+        err = tree_scale(err, jnp.where(use, e_cap / jnp.where(use, e, 1.0), 1.0))
         return err, jnp.asarray(reach, fdt)
 
     def _spectral_radius_at(self, terms, t0, y0, args, st: RKCState, jvp_evals):
@@ -485,7 +485,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 lambda: (st.rho, v),
             )
             rho = jnp.where(due, self._bound(new_est), st.rho)
-            v = _tree_where(due, new_v, v)
+            v = tree_where(due, new_v, v)
             jvp_evals = jvp_evals + jnp.where(due, self.power_iters, 0).astype(jnp.int32)
         return rho, v, jvp_evals
 
@@ -542,7 +542,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             y1p, f1p = prev[0], prev[1]
 
             def reestimate():
-                finite = _tree_all_finite(y1p)
+                finite = tree_all_finite(y1p)
                 rho_min = jnp.where(finite, rho_i, 4 * rho_i)
                 if self.spectral_radius is not None:
                     sec = secant(y1p, f1p)
@@ -551,9 +551,9 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                     return jnp.maximum(rho_new, rho_min), v_i, jnp.zeros((), jnp.int32)
                 # warm start from the step's increment: dominated by the unstable mode
                 dy = jtu.tree_map(lambda a, b: a - b, y1p, y0)
-                ndy = _tree_norm(dy).astype(fdt)
+                ndy = tree_norm(dy).astype(fdt)
                 ok = finite & (ndy > 0)
-                start = _tree_where(ok, _tree_scale(dy, 1.0 / jnp.where(ok, ndy, 1.0)), v_i)
+                start = tree_where(ok, tree_scale(dy, 1.0 / jnp.where(ok, ndy, 1.0)), v_i)
                 est, v_new = self._power_iteration(
                     terms, t0, y0, args, start, self.init_power_iters
                 )
@@ -567,11 +567,11 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 eqxi.unvmap_any(again), reestimate, lambda: (rho_i, v_i, jnp.zeros((), jnp.int32))
             )
             rho_i = jnp.where(again, rho_r, rho_i)
-            v_i = _tree_where(again, v_r, v_i) if v_i is not None else None
+            v_i = tree_where(again, v_r, v_i) if v_i is not None else None
             jvps = jvps + jnp.where(again, j_r, 0)
             out = self._attempt(terms, t0, t1, y0, args, f0, control, h, rho_i, reach)
             y1, f1, _, err = out[:4]
-            bad = ~(_tree_all_finite(y1) & _tree_all_finite(err))
+            bad = ~(tree_all_finite(y1) & tree_all_finite(err))
             # unstable only beyond the real stability bound of the step taken: h ρ for a
             # stabilized step (β(s) ≥ h ρ), ≈ 2.5 for a non-stiff one (Bosh3 2.51, Tsit5
             # ≈ 3.3), with a 10 % margin (the quotient is only an estimate)
@@ -608,7 +608,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         jvp_evals = jvp_evals + jvps
         vf_evals = vf_evals + evals
 
-        bad = ~(_tree_all_finite(y1) & _tree_all_finite(y_error)) | too_many
+        bad = ~(tree_all_finite(y1) & tree_all_finite(y_error)) | too_many
         y_error = jtu.tree_map(lambda e: jnp.where(bad, jnp.inf, e), y_error)
         result = diffrax.RESULTS.where(
             too_many,
