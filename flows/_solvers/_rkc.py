@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 
-from ._stabilized import _STAGE_CONST, AbstractStabilizedSolver
+from ._stabilized import AbstractStabilizedSolver
+from ._stabilized_parts import _STAGE_CONST
 from .record import SolverRecord
 
 __all__ = ["RKC2", "rkc_stability_bound"]
