@@ -9,8 +9,8 @@ traceback, and on a loaded machine the signal was lost (the exception landed whe
 can only print "Exception ignored") and the run went on for an hour.
 
 Here SIGINT is caught before any heavy import and ends the process at once (status 130;
-nothing has been computed or written yet). Once `flows._cli` is imported its own handling
-takes over (`flows._cli.entry`: a watcher for Ctrl-C inside XLA, then the ordinary
+nothing has been computed or written yet). Once `flows._cli.app` is imported its own handling
+takes over (`flows._cli.app.entry`: a watcher for Ctrl-C inside XLA, then the ordinary
 `KeyboardInterrupt`). `python -m flows` runs the same program but imports the package
 before any of its code runs, so it has this gap; the README says so.
 """
@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 
-#: Exit status after Ctrl-C (as `flows._cli.EXIT_INTERRUPTED`; not imported from there,
+#: Exit status after Ctrl-C (as `flows._cli.app.EXIT_INTERRUPTED`; not imported from there,
 #: which is the point of this module).
 EXIT_INTERRUPTED = 130
 
@@ -33,36 +33,24 @@ def _exit_at_once(signum, frame):
     os._exit(EXIT_INTERRUPTED)
 
 
-#: The program's top level, shared with the full parser (`flows._cli.build_parser`), so
-#: that `flows --help` and `flows --version` answer without importing JAX (0.1 s, not 2–4).
-DESCRIPTION = "Exact gradient flows of small networks vs reduced models and theorems."
-COMMANDS = {
-    "check": "run an experiment and check the paper's claims (default: every paper)",
-    "simulate": "integrate one gradient flow and save trajectory.nc",
-    "sweep": "run a grid of gradient flows (batched, resumable, optionally on Dask)",
-    "derive": "check the symbolic derivations (sympy)",
-}
-NO_CACHE_HELP = (
-    "do not use the persistent compilation cache (default: compiled solves are kept in "
-    "$FLOWS_CACHE_DIR or ~/.cache/flows/jax and reused by later commands; FLOWS_NO_CACHE=1 "
-    "does the same)"
-)
+def _load_text():
+    """`flows/_cli/text.py` loaded by its path: the package is found, not imported (its
+    `__init__` imports JAX)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("flows")
+    if spec is None or not spec.submodule_search_locations:  # pragma: no cover
+        raise ImportError("the flows package is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "_cli" / "text.py"
+    text_spec = importlib.util.spec_from_file_location("_flows_cli_text", path)
+    module = importlib.util.module_from_spec(text_spec)
+    text_spec.loader.exec_module(module)
+    return module
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as _version
-
-    try:
-        return _version("flows-theory")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "0+unknown"
-
-
-def add_top_level(parser: argparse.ArgumentParser) -> None:
-    """The options before the command: --version and --no-cache."""
-    parser.add_argument("--version", action="version", version=f"flows {version()}")
-    parser.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
+_text = _load_text()
+DESCRIPTION, COMMANDS, add_top_level = _text.DESCRIPTION, _text.COMMANDS, _text.add_top_level
 
 
 def _answer_without_jax(argv: list[str]) -> int | None:
@@ -113,6 +101,6 @@ def entry() -> None:
     if code is not None:
         sys.exit(code)
     _say_starting(sys.argv[1:])
-    from flows import _cli  # JAX and the package: seconds
+    from flows._cli import app  # JAX and the package: seconds
 
-    _cli.entry(startup_handler=_exit_at_once)
+    app.entry(startup_handler=_exit_at_once)

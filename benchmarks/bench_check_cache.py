@@ -33,7 +33,7 @@ from jax import monitoring
 acc = collections.defaultdict(float)
 monitoring.register_event_duration_secs_listener(
     lambda event, duration, **kw: acc.__setitem__(event, acc[event] + duration))
-from flows._cli import main
+from flows._cli.app import main
 t0, c0 = time.perf_counter(), time.process_time()
 with open("/dev/null", "w") as null:
     stdout, sys.stdout = sys.stdout, null

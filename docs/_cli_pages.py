@@ -1,6 +1,6 @@
 """MkDocs hook (registered in `mkdocs.yml`): the "Command line" pages, one per `flows`
 subcommand, generated at build time from the program's own argparse parser
-(`build_parser` of the package `flows._cli`), so they cannot drift from
+(`build_parser` of the package `flows._cli.app`), so they cannot drift from
 `flows <command> --help`.
 
 - `cli/index.md`: the program's own options and a link to each command's page;
@@ -38,10 +38,7 @@ WIDTH = 88
 
 def build_parser() -> argparse.ArgumentParser:
     """The `flows` program's parser (imports the package: JAX and the experiments)."""
-    try:
-        from flows._cli import build_parser as build
-    except ImportError:  # pragma: no cover - the package re-exports it, or not yet
-        from flows._cli.app import build_parser as build
+    from flows._cli.app import build_parser as build
 
     return build()
 

@@ -56,10 +56,7 @@ from markdown.preprocessors import Preprocessor
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
-try:  # the reports' renderer, in its package (or its module, before flows/_report/ existed)
-    from flows._report.math import formula_html, to_mathml
-except ImportError:  # pragma: no cover - depends on the checkout
-    from flows._report_math import formula_html, to_mathml
+from flows._report.math import formula_html, to_mathml  # the reports' renderer
 
 ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("mkdocs.hooks.flows")

@@ -1,5 +1,5 @@
 """`python -m flows` is the same program as `flows`."""
 
-from ._cli import entry
+from ._cli.app import entry
 
 entry()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._trajectory import Trajectory
+    from ._solve.trajectory import Trajectory
 
 
 class ConfigError(ValueError):

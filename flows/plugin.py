@@ -25,28 +25,16 @@ so a paper outside the repository has everything they have:
   `INDEX_NAME`, `experiment_report`, `Curve`.
 """
 
+from ._cli.flags import Flag as Flag
+from ._cli.flags import count as count
+from ._cli.flags import positive as positive
+from ._cli.flags import real as real
+from ._cli.flags import refuse_inapplicable as refuse_inapplicable
+from ._cli.flags import seed as seed
+from ._cli.flags import tolerance as tolerance
+from ._cli.flags import tolerance_flags as tolerance_flags
+from ._cli.flags import typed as typed
 from ._compile import callback_free as callback_free
-from ._eta import ETA_FACTOR as ETA_FACTOR
-from ._eta import eta_checked as eta_checked
-from ._eta import merge_eta as merge_eta
-from ._flags import Flag as Flag
-from ._flags import count as count
-from ._flags import positive as positive
-from ._flags import real as real
-from ._flags import refuse_inapplicable as refuse_inapplicable
-from ._flags import seed as seed
-from ._flags import tolerance as tolerance
-from ._flags import tolerance_flags as tolerance_flags
-from ._flags import typed as typed
-from ._grid import Axis as Axis
-from ._grid import grid_items as grid_items
-from ._grid import grid_points as grid_points
-from ._grid import grid_type as grid_type
-from ._grid import no_duplicates as no_duplicates
-from ._grid import parse_prng_seeds as parse_prng_seeds
-from ._grid import parse_seeds as parse_seeds
-from ._grid import to_float as to_float
-from ._grid import to_int as to_int
 from ._io import INDEX_NAME as INDEX_NAME
 from ._io import MANIFEST as MANIFEST
 from ._io import REPORT_NAME as REPORT_NAME
@@ -54,21 +42,30 @@ from ._io import OutputDir as OutputDir
 from ._io import add_owned_file as add_owned_file
 from ._io import check_output_path as check_output_path
 from ._io import hdf5_hazard as hdf5_hazard
-from ._losses import check_labels as check_labels
-from ._losses import check_sign_labels as check_sign_labels
-from ._report import Curve as Curve
-from ._report import experiment_report as experiment_report
-from ._resources import check_memory as check_memory
-from ._resources import two_layer_bytes as two_layer_bytes
+from ._report.html import Curve as Curve
+from ._report.html import experiment_report as experiment_report
+from ._solve.losses import check_labels as check_labels
+from ._solve.losses import check_sign_labels as check_sign_labels
+from ._solve.resources import check_memory as check_memory
+from ._solve.resources import two_layer_bytes as two_layer_bytes
 from ._solvers import ERROR_NORMS as ERROR_NORMS
 from ._solvers import SOLVER_METHODS as SOLVER_METHODS
 from ._solvers import check_error_norm as check_error_norm
 from ._solvers import resolve_solver_name as resolve_solver_name
-from ._sweep import fmt_number as fmt_number
-from ._sweep import grouped as grouped
-from ._sweep import mean_sd as mean_sd
-from ._sweep_points import combine_records as combine_records
-from ._sweep_points import error_text as error_text
+from ._sweep.engine import fmt_number as fmt_number
+from ._sweep.engine import grouped as grouped
+from ._sweep.engine import mean_sd as mean_sd
+from ._sweep.grid import Axis as Axis
+from ._sweep.grid import grid_items as grid_items
+from ._sweep.grid import grid_points as grid_points
+from ._sweep.grid import grid_type as grid_type
+from ._sweep.grid import no_duplicates as no_duplicates
+from ._sweep.grid import parse_prng_seeds as parse_prng_seeds
+from ._sweep.grid import parse_seeds as parse_seeds
+from ._sweep.grid import to_float as to_float
+from ._sweep.grid import to_int as to_int
+from ._sweep.points import combine_records as combine_records
+from ._sweep.points import error_text as error_text
 from ._validate import as_bool as as_bool
 from ._validate import as_choice as as_choice
 from ._validate import as_float as as_float
@@ -76,6 +73,9 @@ from ._validate import as_int as as_int
 from ._validate import as_real_array as as_real_array
 from ._validate import as_seed as as_seed
 from ._validate import as_tolerance as as_tolerance
+from .claims._eta import ETA_FACTOR as ETA_FACTOR
+from .claims._eta import eta_checked as eta_checked
+from .claims._eta import merge_eta as merge_eta
 
 __all__ = [
     "callback_free",

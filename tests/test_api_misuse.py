@@ -14,8 +14,10 @@ import xarray as xr
 from _matrix import default_and_ci
 
 import flows
-from flows import _arguments, _baselines, _problem
-from flows._trajectory import param_names
+from flows._solve import arguments as _arguments
+from flows._solve import baselines as _baselines
+from flows._solve import problem as _problem
+from flows._solve.trajectory import param_names
 from flows._validate import MAX_SAVES, MAX_STEPS, check_log_save_grid
 from flows.models import FunctionModel, TwoLayer
 
@@ -448,7 +450,7 @@ def test_an_rtol_below_the_unit_roundoff_is_refused_before_compiling(rtol, tmp_p
     """rtol below float64's rounding cannot be met: refused at once (it used to run until
     max_steps, ~70 s, then exit 3), in Python and on the command line (exit 2)."""
     import flows
-    from flows._cli import main
+    from flows._cli.app import main
 
     x = np.linspace(-1, 1, 6)[:, None]
     problem = flows.make_problem(

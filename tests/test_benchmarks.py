@@ -70,10 +70,11 @@ def private_uses(source: str) -> list[str]:
 
 def test_private_use_detector():
     src = (
-        "import flows\nfrom flows import _simulate\nfrom flows._io import write_atomic\n"
+        "import flows\nfrom flows._solve import simulate as _simulate\n"
+        "from flows._io import write_atomic\n"
         "from flows.experiments import multistage as ms\n"
         "from flows.experiments.multistage.experiment import run\n"
-        "flows._trajectory.write_atomic\nms._helper\nflows.SOLVERS\nflows.__version__\n"
+        "flows._solve.trajectory.write_atomic\nms._helper\nflows.SOLVERS\nflows.__version__\n"
     )
     bad = private_uses(src)
     assert len(bad) == 5, bad

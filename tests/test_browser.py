@@ -53,7 +53,7 @@ import pytest
 from _browser import Layout, browser, describe_broken, describe_overflow, measure
 
 from flows import Check
-from flows._report import index_report
+from flows._report.html import index_report
 from flows.experiments import EXPERIMENTS
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from flows import ConfigError, format_table
-from flows._checks import verdict_counts
 from flows.claims import (
     FAILS,
     HOLDS,
@@ -34,6 +33,7 @@ from flows.claims import (
     power_law_fit,
     richardson,
 )
+from flows.claims._checks import verdict_counts
 
 C = Constant("C", 10.0, (0.0, math.inf))
 
@@ -252,7 +252,7 @@ def test_a_confidence_interval_across_the_bound_is_undecided_by_size():
     wide = Measured(1.89, 0.52, "95 % confidence interval of the fitted slope", statistical=True)
     c = Bound("exponent ≤ 2.25", "paper", wide, 2.25).judge()
     assert c.verdict == UNDECIDED_SIZE and "confidence interval" in c.reason
-    from flows._checks import _notes
+    from flows.claims._checks import _notes
 
     assert "95 % confidence interval ±0.52" in _notes(c) and "numerical error" not in _notes(c)
     narrow = Measured(1.89, 0.1, "95 % confidence interval", statistical=True)
@@ -278,7 +278,7 @@ def test_the_note_says_what_the_companion_verdict_recorded_is():
     """A row's printed note and its results.json come from one field: a row whose
     `companion_verdict` differs from its own verdict must not read 'same verdict'."""
     from flows import Check
-    from flows._checks import _notes
+    from flows.claims._checks import _notes
 
     how = "companion solve at rtol/10"
     row = Check.not_applicable("claim", "paper", "judged as a limit")

@@ -8,7 +8,7 @@ import sys
 import pytest
 import xarray as xr
 
-from flows import _cli
+from flows._cli import app as _cli
 from flows.experiments import multistage as ex
 
 

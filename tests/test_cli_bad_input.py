@@ -3,7 +3,7 @@ from the parser itself (each typed flag says what it accepts): each must exit 2 
 flag named in the message and nothing written. A flag that does not act on the chosen
 experiment must be refused the same way, never ignored; so must a flag that does not act
 on the chosen `--method` (every combination generated from the declarations,
-`flows._flags.Flag.methods`), while every flag that does act is accepted. Grids larger
+`flows._cli.flags.Flag.methods`), while every flag that does act is accepted. Grids larger
 than a sweep holds are refused before anything is built.
 
 Runs in-process with the computations replaced by a sentinel, so a value that slipped
@@ -16,8 +16,11 @@ import argparse
 
 import pytest
 
-from flows import ConfigError, _cli, _grid, _sweep
-from flows import _flags as fl
+from flows import ConfigError
+from flows._cli import app as _cli
+from flows._cli import flags as fl
+from flows._sweep import engine as _sweep
+from flows._sweep import grid as _grid
 from flows.experiments import EXPERIMENTS
 
 

@@ -11,8 +11,9 @@ from unittest.mock import ANY
 
 import pytest
 
-from flows import Check, _cli
-from flows._cli_check import Timings, time_left
+from flows import Check
+from flows._cli import app as _cli
+from flows._cli.check import Timings, time_left
 from flows.experiments import EXPERIMENTS
 from flows.experiments.base import Report
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _matrix import default_and_ci
 
-from flows._cli_output import (
+from flows._cli.output import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
     EXIT_CANNOT_WRITE,
@@ -98,7 +98,7 @@ def test_a_closed_pipe_ends_quietly_with_141():
 #: not in the final flush: `main` replaced by one that prints, then `entry` as the CLI runs.
 _LONG_OUTPUT = textwrap.dedent(
     """
-    from flows import _cli
+    from flows._cli import app as _cli
     def main(argv=None, **kw):
         for _ in range(2000):
             print("θ → " * 20)

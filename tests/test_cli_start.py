@@ -32,7 +32,7 @@ def test_top_level_answers_without_jax(argv, code):
 
 
 def test_top_level_help_is_the_full_parsers():
-    from flows._cli import build_parser
+    from flows._cli.app import build_parser
 
     out = subprocess.run(
         [sys.executable, "-c", _PROBE, "--help"], capture_output=True, text=True, timeout=120
@@ -42,7 +42,7 @@ def test_top_level_help_is_the_full_parsers():
 
 
 def test_check_help_names_the_default():
-    from flows._cli import build_parser
+    from flows._cli.app import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices["check"]

@@ -33,7 +33,7 @@ def _problem(dtype="float64", m=6):
 
 
 def _flow_programs() -> int:
-    return sum(1 for k in _solvers._COMPILED if isinstance(k, tuple) and k[0] == "flow")
+    return sum(1 for k in _solvers.cache._COMPILED if isinstance(k, tuple) and k[0] == "flow")
 
 
 @pytest.mark.parametrize("solver", ["tsit5", "rkc", "kvaerno5"])
@@ -54,7 +54,9 @@ def test_a_loss_clock_sweep_over_rtol_compiles_once():
     problem = _problem()
 
     def programs():
-        return sum(1 for k in _solvers._COMPILED if isinstance(k, tuple) and k[0] == "loss clock")
+        return sum(
+            1 for k in _solvers.cache._COMPILED if isinstance(k, tuple) and k[0] == "loss clock"
+        )
 
     before = programs()
     ts = flows.log_save_times(1e3, 8)
@@ -73,7 +75,7 @@ def test_a_reused_program_gives_what_a_fresh_one_gives():
     problem = _problem()
     flows.simulate(problem, t1=2.0, rtol=1e-4, atol=1e-7, save_params="all")
     reused = flows.simulate(problem, t1=2.0, rtol=1e-7, atol=1e-10, save_params="all")
-    _solvers._COMPILED.clear()
+    _solvers.cache._COMPILED.clear()
     fresh = flows.simulate(problem, t1=2.0, rtol=1e-7, atol=1e-10, save_params="all")
     assert reused.stats.steps == fresh.stats.steps
     for a, b in zip(
@@ -109,7 +111,7 @@ def test_callback_free_leaves_users_checks_raising():
 
 def test_the_solve_program_has_no_host_callback():
     problem = _problem()
-    from flows._flow import FlowSettings, solve_flow
+    from flows._solve.flow import FlowSettings, solve_flow
     from flows._solvers import runtime_solver
 
     settings = FlowSettings(
@@ -263,7 +265,7 @@ def test_an_unusable_folder_turns_the_cache_off_with_one_warning(tmp_path):
 def test_cli_warns_in_one_line_and_runs_on_when_the_cache_folder_is_unusable(
     tmp_path, monkeypatch, capsys
 ):
-    from flows._cli import main
+    from flows._cli.app import main
 
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -280,7 +282,7 @@ def test_cli_warns_in_one_line_and_runs_on_when_the_cache_folder_is_unusable(
 
 
 def test_no_cache_flag_and_environment_variable(monkeypatch):
-    from flows._cli import build_parser
+    from flows._cli.app import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["--no-cache", "derive"]).no_cache is True
@@ -316,7 +318,7 @@ def test_trim_removes_the_oldest_entries_and_nothing_else(tmp_path):
 
 
 def _flow_args(problem=None, max_steps=10_000, observables=None):
-    from flows._flow import FlowSettings
+    from flows._solve.flow import FlowSettings
     from flows._solvers import runtime_solver
 
     problem = _problem() if problem is None else problem
@@ -346,13 +348,13 @@ def _flow_args(problem=None, max_steps=10_000, observables=None):
 
 
 def _no_observables():
-    from flows._arguments import no_observables
+    from flows._solve.arguments import no_observables
 
     return no_observables
 
 
 def _plain(args):
-    from flows._flow import flow_program
+    from flows._solve.flow import flow_program
 
     with _compile.callback_free():
         return eqx.filter_jit(flow_program).lower(*args).compile()(*args)
@@ -374,7 +376,7 @@ def _entries_of(folder):
 
 def test_a_persisted_program_gives_bit_for_bit_what_a_fresh_trace_gives(tmp_path, monkeypatch):
     pytest.importorskip("flatbuffers")
-    from flows._flow import flow_program
+    from flows._solve.flow import flow_program
 
     args = _flow_args()
     fresh = _plain(args)
@@ -400,7 +402,7 @@ def test_a_persisted_program_gives_bit_for_bit_what_a_fresh_trace_gives(tmp_path
 @pytest.mark.parametrize("damage", ["truncated", "flipped byte", "foreign", "not an entry"])
 def test_a_damaged_entry_is_traced_again_with_one_warning(tmp_path, damage):
     pytest.importorskip("flatbuffers")
-    from flows._flow import flow_program
+    from flows._solve.flow import flow_program
 
     args = _flow_args()
     assert _compile.persisted_program(flow_program, args, tmp_path) is not None
@@ -435,9 +437,9 @@ def test_a_damaged_entry_is_traced_again_with_one_warning(tmp_path, damage):
 
 def test_an_unwritable_folder_warns_once_and_the_run_goes_on(tmp_path, monkeypatch):
     pytest.importorskip("flatbuffers")
-    from flows._flow import flow_program
+    from flows._solve.flow import flow_program
 
-    monkeypatch.setattr(_compile, "_WRITE_WARNED", False)
+    monkeypatch.setattr(_compile.programs, "_WRITE_WARNED", False)
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     args = _flow_args()
@@ -454,7 +456,7 @@ def test_an_unwritable_folder_warns_once_and_the_run_goes_on(tmp_path, monkeypat
 def test_a_program_of_a_users_function_is_not_kept(tmp_path):
     """The static part names a function of a module the key cannot vouch for (this test
     module): the program is compiled as usual, nothing is written."""
-    from flows._flow import flow_program
+    from flows._solve.flow import flow_program
 
     args = _flow_args(observables=lambda p, th, t: {"n": jnp.sum(th["a"] ** 2)})
     assert _compile.persisted_program(flow_program, args, tmp_path) is None
@@ -462,7 +464,7 @@ def test_a_program_of_a_users_function_is_not_kept(tmp_path):
 
 
 def test_the_key_changes_with_what_shapes_the_program():
-    from flows._flow import flow_program
+    from flows._solve.flow import flow_program
 
     def key(args):
         dynamic, static = eqx.partition(args, eqx.is_array)
@@ -487,12 +489,12 @@ def test_simulate_with_kept_programs_gives_what_it_gives_without(tmp_path, monke
     pytest.importorskip("flatbuffers")
     problem = _problem()
     kw = dict(t1=2.0, rtol=1e-7, atol=1e-10, save_params="all", n_save=11)
-    monkeypatch.setattr(_compile, "_ENABLED", None)
-    monkeypatch.setattr(_solvers, "_COMPILED", {})
+    monkeypatch.setattr(_compile.jax_cache, "_ENABLED", None)
+    monkeypatch.setattr(_solvers.cache, "_COMPILED", {})
     plain = flows.simulate(problem, **kw)
-    monkeypatch.setattr(_compile, "_ENABLED", tmp_path)
+    monkeypatch.setattr(_compile.jax_cache, "_ENABLED", tmp_path)
     for _ in range(2):  # written, then read back (a fresh in-process cache each time)
-        monkeypatch.setattr(_solvers, "_COMPILED", {})
+        monkeypatch.setattr(_solvers.cache, "_COMPILED", {})
         kept = flows.simulate(problem, **kw)
         assert kept.stats.steps == plain.stats.steps
         assert kept.stats.result is plain.stats.result
@@ -506,7 +508,7 @@ def test_simulate_with_kept_programs_gives_what_it_gives_without(tmp_path, monke
 
 
 def test_trim_counts_kept_programs_and_removes_stale_temporaries(tmp_path):
-    from flows import _io
+    import flows._io as _io
 
     programs = tmp_path / _compile.PROGRAMS_DIR
     programs.mkdir()
@@ -514,7 +516,9 @@ def test_trim_counts_kept_programs_and_removes_stale_temporaries(tmp_path):
     for i in range(4):
         (tmp_path / f"{_jax_entry(i)}-cache").write_bytes(b"\x78\x9c" + b"x" * 98)
         os.utime(tmp_path / f"{_jax_entry(i)}-cache", (1000 + 2 * i, 1000 + 2 * i))
-        (programs / prog[i]).write_bytes(_compile._MAGIC + b"y" * (100 - len(_compile._MAGIC)))
+        (programs / prog[i]).write_bytes(
+            _compile.jax_cache._MAGIC + b"y" * (100 - len(_compile.jax_cache._MAGIC))
+        )
         os.utime(programs / prog[i], (1001 + 2 * i, 1001 + 2 * i))
     stale = Path(_io.create_owned_temporary(programs, f"f-{'9' * 48}-program"))
     stale.write_bytes(b"z")

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 import flows
-from flows import Check, _cli
-from flows._cli_check import MAX_WIDTH, terminal_width
-from flows._cli_output import path_refusal
-from flows._stats import Result, advice
+from flows import Check
+from flows._cli import app as _cli
+from flows._cli.check import MAX_WIDTH, terminal_width
+from flows._cli.output import path_refusal
+from flows._solve.stats import Result, advice
 from flows.experiments import EXPERIMENTS
 from flows.experiments.base import Report
 from flows.experiments.deep_linear import teacher_data
@@ -239,8 +240,8 @@ def test_a_negative_loss_on_the_loss_clock_is_not_called_an_underflow():
 
 
 def test_a_tanh_net_is_not_blamed_on_a_kink():
-    from flows._loss_clock import _advice
-    from flows._stats import Result
+    from flows._solve.loss_clock import _advice
+    from flows._solve.stats import Result
 
     tanh = flows.make_problem(
         flows.models.TwoLayer(m=3, d=1, alpha=0.75), flows.paper_data("f1", n=10), 0

@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 
 import flows
-from flows import _cli
+from flows._cli import app as _cli
 from flows.experiments import EXPERIMENTS
 from flows.experiments import deep_linear as dlx
 from reduced import deep_linear as dl

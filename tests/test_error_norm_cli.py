@@ -8,7 +8,7 @@ import json
 import pytest
 import xarray as xr
 
-from flows import _cli
+from flows._cli import app as _cli
 
 SIM = ["simulate", "multistage", "--m", "20", "--n", "50", "--t1", "2", "--n-save", "5"]
 SWEEP = [

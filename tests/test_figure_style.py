@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from flows import _sweep
+from flows._sweep import engine as _sweep
 from flows.experiments import base
 from flows.experiments.bias_plateau import config as bp_config
 from flows.experiments.bias_plateau import figures as bp_figures

@@ -29,12 +29,12 @@ def test_map_usage_reads_the_process_and_its_limit():
 @pytest.mark.parametrize("pressure", [0.3, 0.7])
 def test_compiled_programs_are_dropped_only_above_half_the_limit(pressure, monkeypatch):
     flows.simulate(_problem(), t1=0.5, n_save=2)
-    assert _solvers._COMPILED  # the solve is cached
+    assert _solvers.cache._COMPILED  # the solve is cached
     _nonsmooth._CACHE["marker"] = object()
-    monkeypatch.setattr(_compile, "map_usage", lambda: (int(pressure * 65530), 65530))
+    monkeypatch.setattr(_compile.process, "map_usage", lambda: (int(pressure * 65530), 65530))
     dropped = _compile.relieve_map_pressure()
     assert dropped == (pressure > _compile.MAP_PRESSURE)
-    assert bool(_solvers._COMPILED) == (not dropped)
+    assert bool(_solvers.cache._COMPILED) == (not dropped)
     assert ("marker" in _nonsmooth._CACHE) == (not dropped)
     # a solve under pressure compiles again (after dropping) and still runs
     tr = flows.simulate(_problem(), t1=0.5, n_save=2)
@@ -43,6 +43,6 @@ def test_compiled_programs_are_dropped_only_above_half_the_limit(pressure, monke
 
 def test_unknown_usage_drops_nothing(monkeypatch):
     flows.simulate(_problem(), t1=0.5, n_save=2)
-    monkeypatch.setattr(_compile, "map_usage", lambda: None)
+    monkeypatch.setattr(_compile.process, "map_usage", lambda: None)
     assert not _compile.relieve_map_pressure(threshold=0.0)
-    assert _solvers._COMPILED
+    assert _solvers.cache._COMPILED

@@ -19,8 +19,8 @@ import xarray as xr
 
 import flows
 from flows import ConfigError, PiecewiseLinear, SolverError, logistic, simulate_nonsmooth
-from flows._kinks import leaky_relu_kinks
 from flows.experiments.linear_teacher.data import antipodal_with_outlier, symmetric_gaussians
+from flows.models._kinks import leaky_relu_kinks
 from flows.models.base import AbstractModel
 from flows.models.deep import DeepFCN
 from flows.models.leaky import LeakyReLUNet

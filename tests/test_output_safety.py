@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 import flows
-from flows import _cli, _io
+import flows._io as _io
+from flows._cli import app as _cli
 from flows.experiments import EXPERIMENTS, Report
 from flows.experiments.base import MANIFEST, OutputDir
 
@@ -208,12 +209,12 @@ def test_sealed_staging_folder_keeps_what_is_not_ours(tmp_path):
     pid = _dead_pid()
     d = tmp_path / ".exp.abcdefgh"
     d.mkdir()
-    (d / ".flows-tmp-pid").write_text(_io._staging_mark(d.name, pid))
+    (d / ".flows-tmp-pid").write_text(_io.output._staging_mark(d.name, pid))
     (d / "a.png").write_text("half")
     (d / "diary.txt").write_text("mine")
     other = tmp_path / ".exp.zyxwvuts"  # a marker copied from another folder: not sealed for it
     other.mkdir()
-    (other / ".flows-tmp-pid").write_text(_io._staging_mark(d.name, pid))
+    (other / ".flows-tmp-pid").write_text(_io.output._staging_mark(d.name, pid))
     (other / "a.png").write_text("mine")
     OutputDir(tmp_path / "exp", NAMES, "exp").abort()
     assert sorted(p.name for p in d.iterdir()) == ["diary.txt"]
@@ -223,7 +224,7 @@ def test_sealed_staging_folder_keeps_what_is_not_ours(tmp_path):
 def test_staging_folder_of_a_live_process_is_kept(tmp_path):
     d = tmp_path / ".exp.abcdefgh"
     d.mkdir()
-    (d / ".flows-tmp-pid").write_text(_io._staging_mark(d.name, os.getppid()))
+    (d / ".flows-tmp-pid").write_text(_io.output._staging_mark(d.name, os.getppid()))
     (d / "a.png").write_text("in progress")
     OutputDir(tmp_path / "exp", NAMES, "exp").abort()
     assert (d / "a.png").read_text() == "in progress"

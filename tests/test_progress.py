@@ -9,7 +9,7 @@ import pytest
 from _matrix import default_and_ci
 
 import flows
-from flows._progress import Bar
+from flows._solve.progress import Bar
 from flows.models import TwoLayer
 
 

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 
 import flows
-from flows import _compile, _io
+import flows._io as _io
+from flows import _compile
 from flows._io import OutputDir
 from flows.experiments.multistage import sweep as msweep
 
@@ -171,7 +172,7 @@ def test_a_users_lock_file_in_a_sweep_folder_is_refused_before_computing(tmp_pat
 def test_flows_lock_file_records_the_holder_and_an_older_one_is_not_written(tmp_path):
     with _io.lock_folder(tmp_path):
         text = (tmp_path / ".lock").read_bytes()
-        assert text == _io._LOCK_MAGIC + f"{os.getpid()}\n".encode()
+        assert text == _io.locks._LOCK_MAGIC + f"{os.getpid()}\n".encode()
     with _io.lock_folder(tmp_path):  # ours again: reused
         pass
     legacy = tmp_path / "old"
@@ -236,7 +237,7 @@ def test_a_staging_folder_with_a_forged_seal_keeps_its_results(tmp_path):
     OutputDir(tmp_path / "exp", ("results.json",), "exp").abort()
     assert (d / "results.json").read_text() == "mine"
     # the same folder with flows' own seal is a killed run's, and is cleaned
-    (d / ".flows-tmp-pid").write_text(_io._staging_mark(d.name, pid))
+    (d / ".flows-tmp-pid").write_text(_io.output._staging_mark(d.name, pid))
     OutputDir(tmp_path / "exp", ("results.json",), "exp").abort()
     assert not d.exists()
 
@@ -261,7 +262,7 @@ def test_trimming_touches_only_what_the_cache_wrote(tmp_path):
     jax_entry = folder / f"jit_f-{'d' * 64}-cache"
     jax_entry.write_bytes(b"\x28\xb5\x2f\xfd" + b"\0" * 5000)
     program = programs / f"f-{'e' * 48}-program"
-    program.write_bytes(_compile._MAGIC + b"\0" * 5000)
+    program.write_bytes(_compile.jax_cache._MAGIC + b"\0" * 5000)
     old = time.time() - 7200
     for p in [*user, jax_entry, program]:
         os.utime(p, (old, old))
@@ -273,7 +274,7 @@ def test_trimming_touches_only_what_the_cache_wrote(tmp_path):
 def test_the_cache_probe_never_touches_a_users_file(tmp_path):
     mine = tmp_path / f".flows-probe-{os.getpid()}"
     mine.write_text("mine")
-    assert _compile._usable_folder(tmp_path) is None
+    assert _compile.jax_cache._usable_folder(tmp_path) is None
     assert mine.read_text() == "mine"
 
 
@@ -331,7 +332,9 @@ def test_trimming_removes_the_oldest_real_entries_first(tmp_path):
         entry.write_bytes(b"\x78\x9c" + b"x" * 98)  # a zlib header, as JAX compresses
         os.utime(entry, (1000 + 2 * i, 1000 + 2 * i))
         program = programs / f"f-{str(i) * 48}{_compile.PROGRAM_SUFFIX}"
-        program.write_bytes(_compile._MAGIC + b"y" * (100 - len(_compile._MAGIC)))
+        program.write_bytes(
+            _compile.jax_cache._MAGIC + b"y" * (100 - len(_compile.jax_cache._MAGIC))
+        )
         os.utime(program, (1001 + 2 * i, 1001 + 2 * i))
     stale = _io.create_owned_temporary(programs, f"f-{'9' * 48}{_compile.PROGRAM_SUFFIX}")
     os.utime(stale, (1000, 1000))
@@ -349,7 +352,7 @@ def test_a_cache_entry_that_does_not_fit_is_compiled_afresh(monkeypatch, tmp_pat
     the last bit, one warning line.)"""
     import jax
 
-    monkeypatch.setattr(_compile, "_ENABLED", tmp_path)
+    monkeypatch.setattr(_compile.jax_cache, "_ENABLED", tmp_path)
     seen = []
 
     class Lowered:
@@ -363,7 +366,7 @@ def test_a_cache_entry_that_does_not_fit_is_compiled_afresh(monkeypatch, tmp_pat
         assert _compile.compile_lowered(Lowered()) == "compiled"
     assert seen == [True, False] and jax.config.jax_enable_compilation_cache
     # without the cache the error is not the cache's: it is raised as it is
-    monkeypatch.setattr(_compile, "_ENABLED", None)
+    monkeypatch.setattr(_compile.jax_cache, "_ENABLED", None)
     seen.clear()
     with pytest.raises(AssertionError):
         _compile.compile_lowered(Lowered())

@@ -3,7 +3,7 @@
 - **Python** blocks of the README are executed (each preceded by `<!-- runnable -->`, the
   docs' marker; the docs' own Python blocks are executed by `tests/test_docs.py`).
 - **Shell** blocks (README and every docs page): every line that starts with `flows` is
-  read by the command line's own parser (`build_parser` of `flows._cli`), with a synopsis
+  read by the command line's own parser (`flows._cli.app.build_parser`), with a synopsis
   expanded into each command it stands for (`[a|b]` → a, b; `[--quick]` → with and without;
   `<paper>` → every paper that command accepts; `DIR` → a folder), so a renamed flag, a
   removed paper or a value the flag's type refuses fails here with the line. The short
@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import itertools
 import re
@@ -106,16 +105,6 @@ def test_readme_python_blocks(tmp_path, monkeypatch):
         assert out.getvalue().strip(), f"README.md block at line {line} printed nothing"
 
 
-def _cli():
-    """The command line's module: `build_parser` and `main` (the package `flows._cli`, or
-    its `app` module where the package does not re-export them)."""
-    import flows._cli as cli
-
-    if hasattr(cli, "build_parser") and hasattr(cli, "main"):
-        return cli
-    return importlib.import_module("flows._cli.app")
-
-
 def _papers_for(command: str) -> list[str]:
     from flows.experiments import EXPERIMENTS
 
@@ -157,7 +146,8 @@ def test_expand():
 
 @pytest.mark.parametrize(("where", "line"), FLOWS_LINES, ids=[w for w, _ in FLOWS_LINES])
 def test_flows_line_parses(where, line, tmp_path, capsys):
-    build_parser = _cli().build_parser
+    from flows._cli.app import build_parser
+
     argvs = expand(line, str(tmp_path / "out"))
     assert argvs, f"{where}: {line!r} expands to no command"
     for argv in argvs:
@@ -198,7 +188,9 @@ def test_python_m_flows_is_the_same_program():
 @pytest.mark.e2e
 @pytest.mark.parametrize("line", EXECUTED)
 def test_executed_lines(line, tmp_path, monkeypatch):
+    from flows._cli import app as _cli
+
     assert any(s == line for _, s in FLOWS_LINES), f"{line!r} is no longer in a block"
     monkeypatch.chdir(tmp_path)
     argv = shlex.split(line.replace("DIR", str(tmp_path / "out")))[1:]
-    assert _cli().main(argv) == 0
+    assert _cli.main(argv) == 0

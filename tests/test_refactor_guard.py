@@ -1,14 +1,11 @@
 """Refactor guard: `flows check <experiment> --quick` gives every claim the same
-verdict and the same numbers as before the engine/papers restructure.
+verdict and the same numbers as the record `tests/data/quick_checks_reference.json`.
 
-The reference, `tests/data/quick_checks_before_restructure.json`, was written by the code
-as it stood before the restructure (commit 3ac94e5). It is no oracle of correctness — the
-claims' own checks are — only a record that moving code changed no result. When a claim is
-changed on purpose (a new measurement, a fixed bug), update the record in the same commit
-and say why.
-
-The record's `note` lists every re-recording and why. Two checkouts in one environment
-are compared claim by claim, free of library drift, by `tests/guards/guard_checks.py`.
+The record is no oracle of correctness — the claims' own checks are — only a record that
+moving code changed no result. When a claim is changed on purpose (a new measurement, a
+fixed bug), re-record it in the same commit (`tests/guards/rerecord.py`) and say why in
+the commit message. Two checkouts in one environment are compared claim by claim, free of
+library drift, by `tests/guards/guard_checks.py`.
 """
 
 import json
@@ -20,7 +17,7 @@ import pytest
 from flows.experiments import EXPERIMENTS
 from flows.experiments.base import _default
 
-REFERENCE = Path(__file__).parent / "data" / "quick_checks_before_restructure.json"
+REFERENCE = Path(__file__).parent / "data" / "quick_checks_reference.json"
 
 
 def _same(a, b) -> bool:

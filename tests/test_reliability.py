@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import flows
-from flows import _cli, _io
+import flows._io as _io
+from flows._cli import app as _cli
 from flows.experiments import EXPERIMENTS, Report
 from flows.experiments.base import MANIFEST, OutputDir
 from flows.models import TwoLayer
@@ -96,7 +97,7 @@ def test_output_dir_abort_and_killed_runs_leave_nothing(tmp_path):
     dead.wait()
     stale = tmp_path / ".exp.killed01"
     stale.mkdir()
-    (stale / ".flows-tmp-pid").write_text(_io._staging_mark(stale.name, dead.pid))
+    (stale / ".flows-tmp-pid").write_text(_io.output._staging_mark(stale.name, dead.pid))
     (stale / "a.png").write_text("half")
     (tmp_path / ".exp.users").mkdir()  # not ours: no marker, kept
     OutputDir(final, NAMES, "exp").abort()
@@ -261,7 +262,7 @@ def test_ctrl_c_during_compilation_exits_130_without_a_crash(tmp_path):
     # are done (a sleep sized from the imports' time measured beforehand still landed
     # inside them under CI load: `python -m flows` has no handler there; see the test
     # above for the console script)
-    code = "from flows import _cli; print('imported', flush=True); _cli.entry()"
+    code = "from flows._cli import app as _cli; print('imported', flush=True); _cli.entry()"
     cmd = [sys.executable, "-c", code, "simulate", "multistage", "--m", "3000"]
     cmd += ["--t1", "2000", "--out", str(tmp_path / "run")]
     proc = subprocess.Popen(
@@ -292,7 +293,8 @@ def test_an_interrupt_python_cannot_raise_is_not_printed():
     above the CLI's message; the CLI's unraisable hook drops it (the interrupt watcher
     exits 130) and still prints every other such error."""
     code = (
-        "import sys\nfrom flows import _cli\nsys.unraisablehook = _cli._quiet_interrupts\n"
+        "import sys\nfrom flows._cli import app as _cli\n"
+        "sys.unraisablehook = _cli._quiet_interrupts\n"
         "class A:\n    def __del__(self): raise KeyboardInterrupt\n"
         "class B:\n    def __del__(self): raise ValueError('boom')\n"
         "A(); B(); print('alive')\n"
@@ -311,7 +313,7 @@ def test_ctrl_c_during_the_imports_exits_130_at_once(tmp_path):
     script = Path(sys.executable).parent / "flows"  # the console script pip installed
     assert script.is_file(), f"no console script at {script}: is the package installed?"
     start = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import flows._cli"], check=True)
+    subprocess.run([sys.executable, "-c", "import flows._cli.app"], check=True)
     imports_s = time.monotonic() - start
     for delay in (0.2, 0.5 * imports_s):
         out = tmp_path / f"run{delay:.2f}"
@@ -381,7 +383,7 @@ def test_experiment_scales_out_of_range_are_refused_by_name(argv, flag, tmp_path
 def test_simulate_removes_temporaries_of_a_killed_write(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    from flows import _io
+    import flows._io as _io
 
     # a temporary as write_atomic makes it (its name carries the owner tag that proves it)
     stale = Path(_io.create_owned_temporary(run, "trajectory.nc"))

@@ -1,5 +1,5 @@
-"""`report.html` and `index.html` (`flows._report`) and the terminal forms of the check
-table (`flows._checks.format_checks`, `flows check --format/--width`).
+"""`report.html` and `index.html` (`flows._report.html`) and the terminal forms of the check
+table (`flows.claims._checks.format_checks`, `flows check --format/--width`).
 
 Fast: the experiments' runs are replaced by one that writes small, real outputs (a PNG,
 a netCDF trajectory, results.json) through `OutputDir`, as a run does; one tiny
@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows import Check, _cli, format_table
-from flows._checks import FORMATS, display_width, format_checks, parse_source
-from flows._report import PNG_SIGNATURE, index_report
+from flows import Check, format_table
+from flows._cli import app as _cli
+from flows._report.html import PNG_SIGNATURE, index_report
 from flows.claims import Reference, Trend, annotate
+from flows.claims._checks import FORMATS, display_width, format_checks, parse_source
 from flows.experiments import EXPERIMENTS
 from flows.experiments.base import Report, write_report
 from flows.plugin import INDEX_NAME, MANIFEST, REPORT_NAME, Curve, OutputDir, experiment_report
@@ -527,7 +528,7 @@ def _svg_texts(svg: str) -> list[str]:
 
 
 def test_tables_never_break_inside_a_word_or_a_number():
-    from flows._report_assets import _CSS
+    from flows._report.assets import _CSS
 
     css = _CSS.replace(" ", "").replace("\n", "")
     (cells,) = re.findall(r"td,th\{([^}]*)\}", css)
@@ -550,7 +551,7 @@ def test_tables_never_break_inside_a_word_or_a_number():
     # a long path wraps only between its parts, each kept on one line
     assert '<span class="nw">a</span>/<wbr><span class="nw">very</span>/<wbr>' in page
     # signed and exponent numbers never break after their hyphen
-    from flows._report import _t
+    from flows._report.html import _t
 
     assert _t("≤ 1.2e-05 at −0.5, x-y") == (
         '≤ <span class="nw">1.2e-05</span> at <span class="nw">−0.5</span>, x-y'
@@ -598,7 +599,7 @@ def test_trend_log_axes_only_where_the_values_allow():
 
 
 def test_power_fit_recovers_a_power_law():
-    from flows._report_svg import power_fit
+    from flows._report.svg import power_fit
 
     x = [1.0, 3.0, 10.0, 30.0]
     fit = power_fit(x, [3.0 * v**-0.5 for v in x])

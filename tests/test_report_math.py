@@ -1,4 +1,4 @@
-"""Formulas in the reports rendered as MathML (`flows._report_math`): every formula the four
+"""Formulas in the reports rendered as MathML (`flows._report.math`): every formula the four
 papers' claims write (collected from their source: the string literals of
 `flows/experiments/`) becomes well-formed MathML, and what the converter does not know
 stays text."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flows._report import experiment_report
-from flows._report_math import formula_html, to_mathml
+from flows._report.html import experiment_report
+from flows._report.math import formula_html, to_mathml
 from flows.claims import Check, Reference, annotate
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "flows" / "experiments"

@@ -10,8 +10,8 @@ import re
 import pytest
 import xarray as xr
 
-from flows import _cli
-from flows._report import simulate_report
+from flows._cli import app as _cli
+from flows._report.html import simulate_report
 from flows.experiments import EXPERIMENTS
 
 STAGES = [

@@ -1,5 +1,5 @@
-"""Formulas in the reports' SVG charts (`flows._report_svg.svg_label`, laid out by
-`flows._report_math`): axis labels and legend entries get real sub- and superscripts as
+"""Formulas in the reports' SVG charts (`flows._report.svg.svg_label`, laid out by
+`flows._report.math`): axis labels and legend entries get real sub- and superscripts as
 `<tspan>`s — smaller, moved off the base line by `dy` and moved back after — parsed by the
 same parser as the report's MathML, with the same fallback (what it does not know stays
 text). The oracle for the layout is the baseline each character ends up on, summed from
@@ -16,8 +16,8 @@ import pytest
 from test_report_math import LITERALS
 
 from flows import Check
-from flows._report_math import SCRIPT_SCALE, SUB_SHIFT, SUP_SHIFT, formula_svg
-from flows._report_svg import _CHAR_W, svg_chart, svg_label
+from flows._report.math import SCRIPT_SCALE, SUB_SHIFT, SUP_SHIFT, formula_svg
+from flows._report.svg import _CHAR_W, svg_chart, svg_label
 from flows.claims import Trend
 from flows.plugin import Curve, experiment_report
 

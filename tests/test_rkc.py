@@ -47,7 +47,7 @@ def test_nonstiff_stability_intervals_are_those_of_diffrax_tableaus():
     """`_NONSTIFF_STABILITY` (how far past the switch non-stiff steps may go) is the real
     stability interval of diffrax's Bosh3 and Tsit5: |R(−β)| = 1 with |R| ≤ 1 on
     [−β, 0], R(z) = 1 + z bᵀ (I − z A)⁻¹ 1 from the Butcher tableau."""
-    from flows._solvers._stabilized import _NONSTIFF_STABILITY
+    from flows._solvers._stabilized_parts import _NONSTIFF_STABILITY
 
     for name, cls in (("bs3", diffrax.Bosh3), ("tsit5", diffrax.Tsit5)):
         tab = cls.tableau

@@ -1,5 +1,5 @@
 """No number without its digits: the final loss against the error it cannot be known
-below (`flows._significance`), the windowed certificate, shapes that would broadcast into
+below (`flows._solve.significance`), the windowed certificate, shapes that would broadcast into
 a wrong objective, and the global-error estimate on the command line.
 
 The oracle for the negative-α runs is scipy (DOP853 at rtol 1e-12) on hand-written numpy
@@ -16,9 +16,9 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import flows
-from flows import _cli
-from flows._significance import loss_floors, resolution
-from flows._stats import certificate
+from flows._cli import app as _cli
+from flows._solve.significance import loss_floors, resolution
+from flows._solve.stats import certificate
 from flows.experiments.multistage.experiment import Config, make_data
 from flows.models import TwoLayer
 

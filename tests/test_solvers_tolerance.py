@@ -315,7 +315,7 @@ def test_solver_and_controller_measure_the_same_norm():
     import optimistix as optx
 
     from flows._solvers import error_norm_fn
-    from flows._solvers._stabilized import _error_norm
+    from flows._solvers._stabilized_parts import _error_norm
 
     jax.config.update("jax_enable_x64", True)
     k = jax.random.split(jax.random.PRNGKey(3), 6)

@@ -10,7 +10,9 @@ import pytest
 import xarray as xr
 
 import flows
-from flows import _batch, _cli, _sweep
+from flows._cli import app as _cli
+from flows._solve import batch as _batch
+from flows._sweep import engine as _sweep
 from flows.experiments import multistage as msx
 from flows.experiments.multistage import sweep as msweep
 from flows.models import TwoLayer

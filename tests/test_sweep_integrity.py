@@ -21,7 +21,9 @@ import pytest
 import xarray as xr
 
 import flows
-from flows import _io, _sweep, _trajectory
+import flows._io as _io
+from flows._solve import trajectory as _trajectory
+from flows._sweep import engine as _sweep
 from flows.experiments.multistage import sweep as msweep
 
 GRID = dict(m="20", alpha="0.75,1.0", seeds="0-1")
@@ -270,7 +272,7 @@ def test_write_atomic_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp
         synced.append((os.readlink(f"/proc/self/fd/{fd}"), target.exists()))
         return real_fsync(fd)
 
-    monkeypatch.setattr(_io.os, "fsync", recording)
+    monkeypatch.setattr(_io.atomic.os, "fsync", recording)
     _io.write_atomic(target, lambda tmp: open(tmp, "wb").close())
     (tmp_name, existed), (folder, existed_after) = synced
     assert _io.temporary_target(os.path.basename(tmp_name)) == "result.nc" and not existed
@@ -499,7 +501,7 @@ def test_ctrl_c_stops_a_cli_sweep_with_status_130(tmp_path):
     code = textwrap.dedent(
         """
         import signal, sys, time
-        from flows import _cli
+        from flows._cli import app as _cli
         from flows.experiments.multistage import sweep as msweep
 
         signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal

@@ -13,7 +13,8 @@ import pytest
 import xarray as xr
 
 import flows
-from flows import _cli, _sweep
+from flows._cli import app as _cli
+from flows._sweep import engine as _sweep
 from flows.experiments.bias_plateau import sweep as bps
 from flows.experiments.linear_teacher import sweep as lts
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import flows
-from flows import _problem
+from flows._solve import problem as _problem
 from flows._validate import MAX_SEED, as_key
 from flows.experiments import linear_teacher as lt
 from flows.experiments.bias_plateau import data as _classification_data

@@ -14,14 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import _compile
-from .._arguments import ControllerSpec, SaveSpec, ungroup
 from .._compile import callback_free, compile_lowered, jit_kept_on
 from .._errors import ConfigError, SolverError
-from .._global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
-from .._problem import Problem
+from .._solve.arguments import ControllerSpec, SaveSpec, ungroup
+from .._solve.global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
+from .._solve.problem import Problem
+from .._solve.stats import Result, SolveStats
+from .._solve.trajectory import Trajectory, assemble_trajectory, flat_params
 from .._solvers import check_error_norm
-from .._stats import Result, SolveStats
-from .._trajectory import Trajectory, assemble_trajectory, flat_params
 from .._validate import as_float, as_int
 from ._loop import loop, run
 from ._net import SWITCH_RESIDUAL_MAX, UNRESOLVED_RUN, Layout, Net, Settings, layout_of
@@ -112,7 +112,7 @@ class _Bounds:
 def _checked(problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, clock, kw):
     """(problem, save times, parameter-save mask, settings, bounds, layout) from the
     arguments of `simulate_nonsmooth`, each checked (`ConfigError` naming the argument)."""
-    from .._arguments import (
+    from .._solve.arguments import (
         check_common,
         check_max_steps,
         check_n_save,

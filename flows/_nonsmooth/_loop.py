@@ -9,6 +9,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 
+from .._trees import tree_rms
 from ._decision import decide
 from ._net import UNRESOLVED_RUN, Net
 from ._pattern import initial_pattern, layer_scales, sliding_mask
@@ -23,12 +24,6 @@ def term(net: Net) -> diffrax.ODETerm:
     """The flow on the solver's clock s, (θ, energy, t)' = (−r∇L, r‖∇L‖², r) with
     r = dt/ds, under the pattern passed as the term's `args`."""
     return diffrax.ODETerm(lambda s, y, pat: vector_field(net, s, y, pat))
-
-
-def tree_rms(tree) -> jax.Array:
-    leaves = [jnp.ravel(v) for v in jax.tree_util.tree_leaves(tree)]
-    flat = jnp.concatenate(leaves)
-    return jnp.sqrt(jnp.mean(flat * flat))
 
 
 def kink_obs(net: Net, theta, pat):

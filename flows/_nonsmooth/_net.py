@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import ConfigError
-from .._problem import Problem
+from .._solve.problem import Problem
 
 #: Largest |z − c|/scale allowed for a pair at a located switch (the switching certificate;
 #: a well-located switch has ~1e-15): beyond it a switch was located late or missed.

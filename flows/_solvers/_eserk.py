@@ -49,6 +49,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._stabilized import AbstractStabilizedSolver
+from .record import SolverRecord
 
 __all__ = ["ESERK4", "eserk4_stability_bound", "extrapolation_weights"]
 
@@ -231,3 +232,20 @@ class ESERK4(AbstractStabilizedSolver):
         f1 = terms.vf(t1, y1, args)
         err = jtu.tree_map(lambda a, b: _ERROR_FACTOR * (a - b), y1, y3)
         return y1, f1, err, evals + 1
+
+
+def _make_eserk4(rtol, atol, error_norm, on_products):
+    return ESERK4(nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm)
+
+
+#: `solver='eserk4'`: ESERK4 taking its non-stiff steps with Tsit5, its tolerances and error
+#: norm those of the controller.
+RECORD = SolverRecord(
+    "eserk4",
+    ESERK4,
+    make=_make_eserk4,
+    method=(
+        "ESERK4 (extrapolated first-order Chebyshev, eps = 2, at most 600 stages), "
+        "non-stiff steps by Tsit5"
+    ),
+)

@@ -28,12 +28,14 @@ import jax.numpy as jnp
 import lineax as lx
 import optimistix as optx
 
+from .record import SolverRecord
+
 __all__ = [
     "HessianCG",
     "StepChord",
     "StepNewton",
-    "kvaerno5",
     "is_matrix_free",
+    "kvaerno5",
     "matrix_free_kvaerno5",
     "newton_kvaerno5",
     "reports_products_to",
@@ -321,3 +323,36 @@ def is_matrix_free(solver) -> bool:
     root = getattr(solver, "root_finder", None)
     ls = getattr(root, "linear_solver", None)
     return isinstance(ls, HessianCG | lx.CG | lx.GMRES | lx.BiCGStab)
+
+
+def _make_kvaerno5_cg(rtol, atol, error_norm, on_products):
+    from .cache import EVAL_COUNTER
+
+    count = on_products if on_products is not None else EVAL_COUNTER.add_products
+    return matrix_free_kvaerno5(rtol, atol, count)
+
+
+def _default_kvaerno5_cg() -> diffrax.Kvaerno5:
+    from .cache import EVAL_COUNTER
+
+    return matrix_free_kvaerno5(1e-6, 1e-9, EVAL_COUNTER.add_products)
+
+
+#: `solver='kvaerno5'`: the dense Jacobian, so `MAX_IMPLICIT_PARAMS` parameters at most;
+#: its cubic Hermite dense output is of lower order than its steps: it steps to saves.
+KVAERNO5_RECORD = SolverRecord(
+    "kvaerno5",
+    kvaerno5,
+    method="Kvaerno5, chord iterations stopped on the correction (StepChord)",
+    dense_jacobian=True,
+    steps_to_saves=True,
+)
+#: `solver='kvaerno5-cg'`: matrix-free (CG on Hessian-vector products), any size.
+KVAERNO5_CG_RECORD = SolverRecord(
+    "kvaerno5-cg",
+    _default_kvaerno5_cg,
+    make=_make_kvaerno5_cg,
+    method="Kvaerno5, Newton stopped on the correction (StepNewton), HessianCG on "
+    "Hessian-vector products",
+    steps_to_saves=True,
+)

@@ -23,7 +23,9 @@ import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
 
-from ._stabilized import _STAGE_CONST, AbstractStabilizedSolver
+from ._stabilized import AbstractStabilizedSolver
+from ._stabilized_parts import _STAGE_CONST
+from .record import SolverRecord
 
 __all__ = ["RKC2", "rkc_stability_bound"]
 
@@ -83,10 +85,9 @@ class RKC2(AbstractStabilizedSolver):
     (h ρ ≥ (max_stages² − 1)/1.54), the step is split into n = ceil(h ρ / h ρ_max) equal
     sub-steps of ≤ `max_stages` stages each (the cap is on the sub-step, not a failure):
     the step costs n·s evaluations, its error estimate is the sum of the sub-steps' |est|,
-    and no step is rejected for it. (Before: an infinite error made the PID controller cut
-    h by 5 and grow it again, cycling rejections — on the heat equation with forcing, N =
-    1000, rtol 1e-3, 424 of 845 steps were rejected.) Beyond 10 000 sub-steps the step
-    fails (infinite error, `RESULTS.max_steps_reached`).
+    and no step is rejected for it (an infinite error would make the PID controller cycle
+    through rejections). Beyond 10 000 sub-steps the step fails (infinite error,
+    `RESULTS.max_steps_reached`).
 
     **Error estimate** (as in the RKC paper and code): est = 0.8 (y_n − y_{n+1}) + 0.4 h (F_n +
     F_{n+1}), an O(h³) local-error estimate; hence `error_order` = 3 (diffrax's PID
@@ -123,31 +124,16 @@ class RKC2(AbstractStabilizedSolver):
       it).
 
     **Predictive switch** (`predictive_switch`, with `tolerances`). The RKC steps are
-    controlled to the transformed tolerance, the non-stiff steps to rtol itself; near
-    the switch at tight rtol that made the two alternate: an accepted non-stiff step
-    (small error) let the controller grow h past the switch, the RKC step there failed,
-    the controller went back below the switch, and again (heat N = 200 at rtol 1e-8:
-    4123 of 8059 steps rejected; multi-stage m = 1000 in the max norm at rtol 1e-6: 259
-    of 660 attempts). After each accepted non-stiff step, RKC's estimator on that step's
-    own end points, 0.8 (y_n − y_{n+1}) + 0.4 h (F_n + F_{n+1}) (no evaluation; it
-    measures h³ y‴/15 of the solution, as on an RKC step), doubled for safety, predicts
-    the RKC step's error and so the largest h it would pass, h_s. The next h is capped
-    at h_s when that lies past the switch and covers more time per evaluation than the
-    non-stiff method can (an RKC step follows); otherwise the non-stiff steps continue,
-    past the switch up to 0.9 × their real stability interval (Bogacki–Shampine 2.51,
-    Tsit5 3.51) — they are accurate enough there and no RKC step would be cheaper. The
-    cap is imposed through the error the step reports (still ≤ 1: it stays accepted).
-    Measured (`tests/test_solvers_tolerance.py`, `benchmarks/results/
-    work_precision_stiff.md`): rejected steps from 25–66 % to ≤ 2 %, the same error,
-    1.2–1.7× fewer evaluations on the accepted path at rtol ≤ 1e-6.
-
-    On the multi-stage default (m = 5000, t = 20) the fast first stage (t < 0.5) is
-    accuracy-limited and the plateau after it stability-limited (ρ ≈ 37). At rtol 1e-6 plain
-    RKC2 spent ~270 two-stage steps on the first part (849 evaluations on the accepted
-    path, error 5.4e-5 against Dopri8 at rtol 1e-11); 'bs3' ~126 steps there (705, error
-    5.2e-5); 'tsit5' ~30 (≈ 500; with rejected steps and Hessian-vector products 662,
-    error 3.5e-5; at rtol 1e-5: 576, error 5.2e-5 — benchmarks/results/
-    work_precision_multistage.md). The error is set by the RKC steps of the plateau.
+    controlled to the transformed tolerance, the non-stiff steps to rtol itself, so near
+    the switch the two would alternate (an RKC step past the switch fails, the controller
+    goes back, and again). After each accepted non-stiff step, RKC's estimator on that
+    step's own end points (no evaluation), doubled for safety, predicts the RKC step's
+    error and so the largest h it would pass, h_s. The next h is capped at h_s when that
+    lies past the switch and covers more time per evaluation than the non-stiff method
+    can; otherwise the non-stiff steps continue, up to 0.9 × their real stability interval
+    (Bogacki–Shampine 2.51, Tsit5 3.51). The cap is imposed through the error the step
+    reports (still ≤ 1: it stays accepted). Rejected steps and evaluations, measured:
+    `benchmarks/results/work_precision_stiff.md`, `work_precision_multistage.md`.
 
     **Dense output:** cubic Hermite interpolation from y_n, y_{n+1}, h F_n, h F_{n+1}
     (RKC and Bogacki–Shampine steps); a Tsit5 step uses Tsit5's own fourth-order
@@ -183,8 +169,7 @@ class RKC2(AbstractStabilizedSolver):
     - `max_stages`: largest s per (sub-)step (default 200, i.e. h ρ ≤ 25 973 per sub-step).
     - `rho_every`: re-estimate ρ every this many accepted steps (default 50; ≥ 1).
     - `power_iters`: power iterations per re-estimate (default 3; warm-started, so few
-      suffice: on the multi-stage problem (m = 2000) 50/3 gave the same error as 25/8
-      with 40 % fewer JVPs and ~15 % less wall time).
+      suffice).
     - `init_power_iters`: power iterations in `init` (default 30).
     - `rho_safety`: factor applied to the power-iteration estimate (default 1.2).
     - `rho_floor`: added to the estimate (default 1e-8) so ρ stays positive even where the
@@ -342,3 +327,20 @@ class RKC2(AbstractStabilizedSolver):
         f1 = terms.vf(t1, y1, args)
         hf1 = terms.prod(f1, control)
         return y1, f1, hf0, hf1
+
+
+def _make_rkc(rtol, atol, error_norm, on_products):
+    return RKC2(nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm)
+
+
+#: `solver='rkc'`: RKC2 taking its non-stiff steps with Tsit5, its tolerances and error
+#: norm those of the controller.
+RECORD = SolverRecord(
+    "rkc",
+    RKC2,
+    make=_make_rkc,
+    method=(
+        "RKC2, non-stiff steps (h·rho < 1.95) by Tsit5, RKC steps controlled to "
+        "rtol·sqrt(rtol/1e-3), sub-steps beyond max_stages, secant check for a stale rho"
+    ),
+)

@@ -71,6 +71,7 @@ import jax.tree_util as jtu
 import numpy as np
 
 from ._stabilized import AbstractStabilizedSolver
+from .record import SolverRecord
 
 #: The derived coefficients (package data, next to this module).
 TABLE_FILE = "rock4_table.json"
@@ -559,3 +560,20 @@ if __name__ == "__main__":  # pragma: no cover - regenerates rock4_table.json
     import pathlib
 
     _write_table(str(pathlib.Path(__file__).with_name(TABLE_FILE)))
+
+
+def _make_rock4(rtol, atol, error_norm, on_products):
+    return ROCK4(nonstiff="tsit5", tolerances=(float(rtol), float(atol)), error_norm=error_norm)
+
+
+#: `solver='rock4'`: ROCK4 taking its non-stiff steps with Tsit5, its tolerances and error
+#: norm those of the controller.
+RECORD = SolverRecord(
+    "rock4",
+    ROCK4,
+    make=_make_rock4,
+    method=(
+        "ROCK4-type (orthogonal-polynomial recurrence + 4-stage finishing procedure, "
+        "degrees 5-292, coefficients derived in flows._solvers._rock), non-stiff steps by Tsit5"
+    ),
+)

@@ -26,170 +26,26 @@ import jax.tree_util as jtu
 import numpy as np
 from jaxtyping import Array, PyTree
 
-from ._trees import _start_vector, _tree_all_finite, _tree_norm, _tree_scale, _tree_where
+from .._trees import start_vector, tree_all_finite, tree_norm, tree_scale, tree_where
+from ._stabilized_parts import (
+    _MAX_SUBSTEPS,
+    _NONSTIFF_EVALS,
+    _NONSTIFF_K_ROWS,
+    _NONSTIFF_MAX_HRHO,
+    _NONSTIFF_REACH,
+    _PROP_RTOL,
+    ERROR_NORMS,
+    NONSTIFF_METHODS,
+    RKCState,
+    _error_norm,
+    _hermite_k,
+    _nonstiff_step,
+    _RKCInterpolation,
+    _secant,
+    rkc_eval_counts,
+)
 
-__all__ = ["AbstractStabilizedSolver", "ERROR_NORMS", "RKCState", "rkc_eval_counts"]
-
-# 1/0.653 ≈ 1.54: the stage formula s = 1 + floor(sqrt(1 + 1.54 h ρ)) of the RKC code
-# guarantees β(s) ≥ h ρ (checked numerically for h ρ ∈ [0, 1e5], see tests/test_rkc.py).
-_STAGE_CONST = 1.54
-# The stage formula gives s = 2 exactly when h ρ < 3/1.54 ≈ 1.95: such steps are not
-# stability-limited, and are taken by the `nonstiff` method instead, whose real stability
-# interval (Bogacki–Shampine [−2.51, 0], Tsit5 ≈ [−3.5, 0]) still contains h ρ with room for
-# the safety factor.
-_NONSTIFF_MAX_HRHO = 3.0 / _STAGE_CONST
-NONSTIFF_METHODS = ("bs3", "tsit5", "none")
-# diffrax's own implementations; evaluations per step (FSAL) and rows of their dense stages k
-_NONSTIFF = {"bs3": diffrax.Bosh3(), "tsit5": diffrax.Tsit5()}
-_NONSTIFF_EVALS = {"bs3": 3, "tsit5": 6}
-_NONSTIFF_K_ROWS = {"bs3": 4, "tsit5": 7, "none": 2}
-# Real stability intervals [−β, 0] of the non-stiff methods (|R(z)| ≤ 1; computed from
-# diffrax's tableaus in tests/test_rkc.py): Bogacki–Shampine 2.5127, Tsit5 3.5068. Where a
-# stabilized step would cost more per unit time, non-stiff steps go past the switch up to
-# h ρ < 0.9 β (ρ carries its own safety factor): `AbstractStabilizedSolver._cap_growth`.
-_NONSTIFF_STABILITY = {"bs3": 2.5127, "tsit5": 3.5068}
-_NONSTIFF_REACH = {k: 0.9 * v for k, v in _NONSTIFF_STABILITY.items()}
-# A step whose h ρ needs more than `max_stages` is split into equal sub-steps (at most this
-# many; beyond, the step fails and the controller shrinks h).
-_MAX_SUBSTEPS = 10_000
-# Tolerance proportionality of RKC2 (see `RKC2`, "Error control"): its RKC steps are
-# controlled to rtol·sqrt(rtol/_PROP_RTOL), so the global error of the second-order method
-# (∝ tol^{2/3} under local error control) follows rtol itself.
-_PROP_RTOL = 1e-3
-
-
-class RKCState(eqx.Module):
-    """Solver state carried by `RKC2` between steps (every leaf is an array, because diffrax
-    selects the old or new state leaf-wise when a step is rejected).
-
-    - `f0`: F(t_n, y_n), the vector field at the start of the next step (FSAL: it is the
-      F(y_{n+1}) evaluated for the error estimate of the previous step).
-    - `rho`: the spectral-radius bound used for the stage count (safety factor and floor
-      included; or the user-supplied value).
-    - `v`: unit-norm dominant-eigenvector estimate (pytree like y), the warm start for the
-      next power iteration; `None` when a `spectral_radius` callable is used.
-    - `n_steps`: number of accepted steps so far.
-    - `vf_evals`: vector-field evaluations along the accepted path (including `init`).
-    - `jvp_evals`: Jacobian–vector products (power iteration), counted separately: each one
-      is a `jax.jvp` of the vector field, i.e. one primal plus one tangent evaluation.
-    - `stages`: stage count s of the last accepted step (for a non-stiff step: its
-      evaluations, 3 for Bogacki–Shampine, 6 for Tsit5).
-    - `nonstiff_steps`: how many of the accepted steps were non-stiff steps (`nonstiff`).
-    - `redos`: accepted steps that were recomputed with a fresh spectral-radius estimate
-      because the first try was not finite or its secant quotient
-      −⟨F(y₁) − F(y₀), y₁ − y₀⟩/‖y₁ − y₀‖² exceeded the ρ used (a stale ρ, e.g. under
-      progressive sharpening).
-    - `substeps`: accepted steps that needed more than `max_stages` and were split.
-    - `nonstiff_reach`: the next step is non-stiff where h ρ is below this (the switch
-      `_nonstiff_max_hrho`, or past it up to the non-stiff method's stability reach when
-      the last non-stiff step predicted the stabilized step to be the costlier one).
-    """
-
-    f0: PyTree[Array]
-    rho: Array
-    v: PyTree[Array] | None
-    n_steps: Array
-    vf_evals: Array
-    jvp_evals: Array
-    stages: Array
-    nonstiff_steps: Array
-    redos: Array
-    substeps: Array
-    nonstiff_reach: Array
-
-
-def _secant(y0, f0, y1, f1, fdt):
-    """−⟨ΔF, Δy⟩/‖Δy‖²: the Rayleigh quotient of −J along a step's increment (for a
-    symmetric J ≤ ρ); an unstable mode makes Δy its eigenvector, q ≈ |λ| > ρ."""
-    dy = jtu.tree_map(lambda a, b: a - b, y1, y0)
-    df = jtu.tree_map(lambda a, b: a - b, f1, f0)
-    dots = [
-        jnp.sum(a * b).astype(fdt)
-        for a, b in zip(jtu.tree_leaves(df), jtu.tree_leaves(dy), strict=True)
-    ]
-    num = -jnp.sum(jnp.stack(dots))
-    den = (_tree_norm(dy) ** 2).astype(fdt)
-    return jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
-
-
-class _RKCInterpolation(diffrax.AbstractLocalInterpolation):
-    """Dense output of one `RKC2` step: cubic Hermite from y0, y1 and k = (h F0, …, h F1)
-    (only the first and last rows are used), or Tsit5's own interpolant where `tsit5`."""
-
-    t0: Any
-    t1: Any
-    y0: PyTree[Array]
-    y1: PyTree[Array]
-    k: PyTree[Array]
-    tsit5: Array
-
-    def evaluate(self, t0, t1=None, left=True):
-        del left
-        if t1 is not None:
-            return jtu.tree_map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
-        kw = dict(t0=self.t0, t1=self.t1, y0=self.y0, y1=self.y1, k=self.k)
-        herm = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(**kw).evaluate(t0)
-        if jtu.tree_leaves(self.k)[0].shape[0] != _NONSTIFF_K_ROWS["tsit5"]:  # no Tsit5 steps
-            return herm
-        ts = _NONSTIFF["tsit5"].interpolation_cls(**kw).evaluate(t0)
-        return jtu.tree_map(lambda a, b: jnp.where(self.tsit5, a, b), ts, herm)
-
-
-def _hermite_k(hf0, hf1, rows: int):
-    """(h F0, 0, …, 0, h F1) with `rows` rows: the dense-output stages of an RKC step
-    (cubic Hermite uses the first and last), shaped like those of the solver's non-stiff
-    steps (lax.cond needs both branches to return the same shapes)."""
-    return jtu.tree_map(
-        lambda a, b: jnp.stack([a] + [jnp.zeros_like(a)] * (rows - 2) + [b]), hf0, hf1
-    )
-
-
-#: Norms of the scaled error that the step-size controller and the stabilized solvers can
-#: use (`error_norm`): 'rms' (diffrax's default, `optimistix.rms_norm`) or 'max'
-#: (`optimistix.max_norm`).
-ERROR_NORMS = ("rms", "max")
-
-
-def _error_norm(y_error, y0, y1, tolerances, norm: str = "rms") -> Array:
-    """Norm of error / (atol + rtol max(|y0|, |y1|)) over the whole state, as
-    diffrax.PIDController computes it: 'rms' (root mean square; the controller's default
-    norm, `optimistix.rms_norm`) or 'max' (largest component; `optimistix.max_norm`)."""
-    rtol, atol = tolerances
-    scaled = [
-        e / (atol + rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))
-        for e, a, b in zip(
-            jtu.tree_leaves(y_error), jtu.tree_leaves(y0), jtu.tree_leaves(y1), strict=True
-        )
-    ]
-    if norm == "max":
-        return jnp.max(jnp.stack([jnp.max(jnp.abs(x)) for x in scaled if jnp.size(x) > 0]))
-    if norm != "rms":
-        raise ValueError(f"`error_norm` must be one of {ERROR_NORMS}; got {norm!r}.")
-    sq = [jnp.sum(x**2) for x in scaled]
-    size = sum(jnp.size(e) for e in jtu.tree_leaves(y_error))
-    return jnp.sqrt(sum(sq) / size)
-
-
-def _nonstiff_step(
-    method, terms, t0, t1, y0, args, f0, tolerances, error_order=3, error_norm="rms"
-):
-    """One step of diffrax's Bosh3 ('bs3') or Tsit5 ('tsit5') from the FSAL value f0.
-    Returns (y1, F(t1, y1), dense stages k, error).
-
-    Bosh3's error estimate is O(h³) like RKC2's and is returned as is. Tsit5's is O(h⁵):
-    its size e (the `error_norm` — 'rms' or 'max' — of error / (atol + rtol max(|y0|,
-    |y1|)), as diffrax.PIDController computes it with that norm) is reported as e^{3/5}, so
-    the controller, built for RKC2's error order 3, accepts iff e ≤ 1 and scales h by
-    e^{−1/5}, as it would for Tsit5 (error order 5). (For a controller of another
-    `error_order` q: e^{q/5}.) Both norms are homogeneous, so scaling the error by a
-    scalar scales e by the same factor."""
-    y1, y_error, dense, state, _ = _NONSTIFF[method].step(
-        terms, t0, t1, y0, args, (jnp.asarray(False), f0), False
-    )
-    if method == "tsit5":
-        e = _error_norm(y_error, y0, y1, tolerances, error_norm)
-        y_error = _tree_scale(y_error, jnp.where(e > 0, e ** (error_order / 5.0 - 1.0), 1.0))
-    return y1, state[1], dense["k"], y_error
+__all__ = ["ERROR_NORMS", "AbstractStabilizedSolver", "RKCState", "rkc_eval_counts"]
 
 
 class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
@@ -291,7 +147,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         def body(_, carry):
             v, _ = carry
             _, jv = jax.jvp(fn, (y,), (v,))
-            nrm = _tree_norm(jv).astype(jnp.result_type(float))
+            nrm = tree_norm(jv).astype(jnp.result_type(float))
             # A zero product (J v = 0) keeps the old direction instead of dividing by 0.
             ok = nrm > 0
             v_new = jtu.tree_map(
@@ -320,7 +176,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         zero = jnp.zeros((), jnp.int32)
         if self.spectral_radius is None:
             est, v = self._power_iteration(
-                terms, t0, y0, args, _start_vector(y0), self.init_power_iters
+                terms, t0, y0, args, start_vector(y0), self.init_power_iters
             )
             rho = self._bound(est)
             jvps = jnp.asarray(self.init_power_iters, jnp.int32)
@@ -374,7 +230,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             zeros = jtu.tree_map(jnp.zeros_like, y0)
             init = (jnp.zeros((), jnp.int32), y0, f0, zeros, jnp.zeros((), jnp.int32))
             _, y1, f1, err, evals = jax.lax.while_loop(lambda c: c[0] < n_sub, body, init)
-            err = _tree_scale(err, jnp.asarray(scale, fdt))
+            err = tree_scale(err, jnp.asarray(scale, fdt))
             if self.tolerances is not None and self.nonstiff != "none":
                 # A failing stabilized step close to the non-stiff switch: report the error
                 # that makes the controller retry at the switch (h ρ just below it, a
@@ -387,7 +243,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 q = self.error_order(terms)
                 e_target = (0.9 * h / h_sw) ** q  # PID (I) factor 0.9 e^{-1/q} → h_sw
                 use = (e > 1.0) & (e_target > 1.0) & (e_target < e)
-                err = _tree_scale(err, jnp.where(use, e_target / jnp.where(use, e, 1.0), 1.0))
+                err = tree_scale(err, jnp.where(use, e_target / jnp.where(use, e, 1.0), 1.0))
             k = _hermite_k(terms.prod(f0, control), terms.prod(f1, control), rows)
             return y1, f1, k, err, evals, jnp.asarray(self._nonstiff_max_hrho, fdt)
 
@@ -451,7 +307,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         fdt = jnp.result_type(float)
         e = _error_norm(err, y0, y1, self.tolerances, self.error_norm)
         e_stab = self._predict_margin * _error_norm(
-            _tree_scale(pred, scale), y0, y1, self.tolerances, self.error_norm
+            tree_scale(pred, scale), y0, y1, self.tolerances, self.error_norm
         )
         rho = jnp.maximum(rho, 1e-300)
         h_sw = self._nonstiff_max_hrho / rho
@@ -464,7 +320,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         reach = jnp.where(stab, self._nonstiff_max_hrho, _NONSTIFF_REACH[self.nonstiff])
         e_cap = jnp.minimum((0.9 * h / h_cap) ** q, 1.0)
         use = (e <= 1.0) & (e > 0) & (e_cap > e)
-        err = _tree_scale(err, jnp.where(use, e_cap / jnp.where(use, e, 1.0), 1.0))
+        err = tree_scale(err, jnp.where(use, e_cap / jnp.where(use, e, 1.0), 1.0))
         return err, jnp.asarray(reach, fdt)
 
     def _spectral_radius_at(self, terms, t0, y0, args, st: RKCState, jvp_evals):
@@ -485,7 +341,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 lambda: (st.rho, v),
             )
             rho = jnp.where(due, self._bound(new_est), st.rho)
-            v = _tree_where(due, new_v, v)
+            v = tree_where(due, new_v, v)
             jvp_evals = jvp_evals + jnp.where(due, self.power_iters, 0).astype(jnp.int32)
         return rho, v, jvp_evals
 
@@ -542,7 +398,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             y1p, f1p = prev[0], prev[1]
 
             def reestimate():
-                finite = _tree_all_finite(y1p)
+                finite = tree_all_finite(y1p)
                 rho_min = jnp.where(finite, rho_i, 4 * rho_i)
                 if self.spectral_radius is not None:
                     sec = secant(y1p, f1p)
@@ -551,9 +407,9 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                     return jnp.maximum(rho_new, rho_min), v_i, jnp.zeros((), jnp.int32)
                 # warm start from the step's increment: dominated by the unstable mode
                 dy = jtu.tree_map(lambda a, b: a - b, y1p, y0)
-                ndy = _tree_norm(dy).astype(fdt)
+                ndy = tree_norm(dy).astype(fdt)
                 ok = finite & (ndy > 0)
-                start = _tree_where(ok, _tree_scale(dy, 1.0 / jnp.where(ok, ndy, 1.0)), v_i)
+                start = tree_where(ok, tree_scale(dy, 1.0 / jnp.where(ok, ndy, 1.0)), v_i)
                 est, v_new = self._power_iteration(
                     terms, t0, y0, args, start, self.init_power_iters
                 )
@@ -567,11 +423,11 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 eqxi.unvmap_any(again), reestimate, lambda: (rho_i, v_i, jnp.zeros((), jnp.int32))
             )
             rho_i = jnp.where(again, rho_r, rho_i)
-            v_i = _tree_where(again, v_r, v_i) if v_i is not None else None
+            v_i = tree_where(again, v_r, v_i) if v_i is not None else None
             jvps = jvps + jnp.where(again, j_r, 0)
             out = self._attempt(terms, t0, t1, y0, args, f0, control, h, rho_i, reach)
             y1, f1, _, err = out[:4]
-            bad = ~(_tree_all_finite(y1) & _tree_all_finite(err))
+            bad = ~(tree_all_finite(y1) & tree_all_finite(err))
             # unstable only beyond the real stability bound of the step taken: h ρ for a
             # stabilized step (β(s) ≥ h ρ), ≈ 2.5 for a non-stiff one (Bosh3 2.51, Tsit5
             # ≈ 3.3), with a 10 % margin (the quotient is only an estimate)
@@ -608,7 +464,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         jvp_evals = jvp_evals + jvps
         vf_evals = vf_evals + evals
 
-        bad = ~(_tree_all_finite(y1) & _tree_all_finite(y_error)) | too_many
+        bad = ~(tree_all_finite(y1) & tree_all_finite(y_error)) | too_many
         y_error = jtu.tree_map(lambda e: jnp.where(bad, jnp.inf, e), y_error)
         result = diffrax.RESULTS.where(
             too_many,
@@ -635,41 +491,3 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             nonstiff_reach=next_reach,
         )
         return y1, y_error, dense_info, new_state, result
-
-
-def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Array]:
-    """Evaluation counts of an `RKC2` (or `ESERK4`) solve.
-
-    **Arguments:**
-
-    - `solver_state`: the final `RKCState`, i.e. `sol.solver_state` of a
-      `diffrax.diffeqsolve(..., saveat=diffrax.SaveAt(..., solver_state=True))` (also with
-      `SaveAt(subs=[...], solver_state=True)`), or that `Solution` itself.
-
-    **Returns:** a dict of JAX scalars (batched under vmap): `vf_evals` (vector-field
-    evaluations on the accepted path, including the one in `init`), `jvp_evals`
-    (Jacobian–vector products of the power iteration), `rho` (the last spectral-radius
-    bound, safety factor included), `steps` (accepted steps), `stages` (stage count of
-    the last step), `nonstiff_steps` (accepted steps taken by the non-stiff method),
-    `redos` (steps recomputed with a fresh ρ) and `substeps` (steps split in sub-steps).
-    Evaluations made in rejected steps are not included (see `RKC2`).
-    """
-    state = (
-        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
-    )
-    if not isinstance(state, RKCState):
-        raise TypeError(
-            "expected the final RKC2 solver state; solve with "
-            "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
-            f"(got {type(state).__name__})."
-        )
-    return dict(
-        vf_evals=state.vf_evals,
-        jvp_evals=state.jvp_evals,
-        rho=state.rho,
-        steps=state.n_steps,
-        stages=state.stages,
-        nonstiff_steps=state.nonstiff_steps,
-        redos=state.redos,
-        substeps=state.substeps,
-    )

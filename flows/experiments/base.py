@@ -70,13 +70,6 @@ def _default(o):
     return str(o)
 
 
-def mpl_rcparams():
-    """matplotlib's rcParams (imported lazily, like the rest of the plotting)."""
-    import matplotlib
-
-    return matplotlib.rcParams
-
-
 # ---------------------------------------------------------------------------------------
 # The plug-in interface
 
@@ -105,7 +98,7 @@ class AbstractExperiment(abc.ABC):
     simulate_flags: ClassVar[tuple[Flag, ...]]
     sweep_flags: ClassVar[tuple[Flag, ...]] = ()
     #: Where each claim stands in the paper (section, statement, figure), keyed as
-    #: `flows._checks.annotate` matches: a claim, a part of a claim, or a source.
+    #: `flows.claims._checks.annotate` matches: a claim, a part of a claim, or a source.
     references: ClassVar[Mapping[str, Reference]] = {}
     #: The module (dotted name) whose `IDENTITIES` (a list of `reduced.derive.Identity`)
     #: are the paper's symbolic derivations, settled by `flows derive <name>`; None: none.

@@ -9,8 +9,8 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from .._kinks import PiecewiseLinear
 from .._validate import as_bool, as_float, as_int
+from ._kinks import PiecewiseLinear
 
 #: What a model's call accepts for parameters and inputs: JAX or NumPy arrays.
 ArrayIn = Array | np.ndarray

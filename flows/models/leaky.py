@@ -14,8 +14,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._errors import ConfigError
-from .._kinks import PiecewiseLinear, leaky_relu_kinks
 from .._validate import as_float
+from ._kinks import PiecewiseLinear, leaky_relu_kinks
 from .base import AbstractModel, ArrayIn, bool_field, float_field, int_field
 
 __all__ = ["LeakyReLUNet"]

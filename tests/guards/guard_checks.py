@@ -92,7 +92,7 @@ _LAUNCH = (
     "if got != want:\n"
     "    print(f'flows imported from {got}, not {want}', file=sys.stderr)\n"
     "    sys.exit(99)\n"
-    "from flows._cli import entry\n"
+    "from flows._cli.app import entry\n"
     "sys.argv = ['flows', *sys.argv[2:]]\n"
     "entry()\n"
 )

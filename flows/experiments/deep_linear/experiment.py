@@ -223,7 +223,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
 # The plug-in: `flows check|simulate deep-linear`
 
 #: Where each claim stands in the paper (keys: claims or parts of claims; see
-#: `flows._checks.annotate`).
+#: `flows.claims._checks.annotate`).
 REFERENCES = {
     "energy identity": Reference(
         statement="Along an exact gradient flow L(0) − L(t) = ∫₀ᵗ ‖∇L‖² ds and the loss never "

@@ -355,7 +355,7 @@ def _final_values(runs: dict) -> dict:
 # The plug-in: `flows check|simulate linear-teacher`
 
 #: Where each claim stands in the paper (keys: claims or parts of claims; see
-#: `flows._checks.annotate`); results and sections come from each check's source.
+#: `flows.claims._checks.annotate`); results and sections come from each check's source.
 REFERENCES = {
     "stays in an NAR from T_NAR on": Reference(
         statement="If gradient flow enters a neuron-agreement region (all neurons of a type "

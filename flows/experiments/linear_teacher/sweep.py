@@ -1,5 +1,5 @@
 """`flows sweep linear-teacher`: the leaky-ReLU ±v net on 2-D symmetric Gaussians over the
-grid init scale × leaky slope α × seed, through the sweep engine (`flows._sweep`).
+grid init scale × leaky slope α × seed, through the sweep engine (`flows._sweep.engine`).
 
 Each point is what `flows simulate linear-teacher` runs: `symmetric_gaussians` (seed =
 the point's seed), the exact flow of the logistic loss with the loss clock to `t1`
@@ -274,10 +274,10 @@ def teacher_sweep(
 ) -> SweepResult:
     """Run the grid init × slope × seeds of the linear-teacher flow, resumably.
 
-    **Arguments:** `out` (the folder: see `flows._sweep`); the grid `init` ('1e-4,1'),
+    **Arguments:** `out` (the folder: see `flows._sweep.engine`); the grid `init` ('1e-4,1'),
     `slope` ('0.1,0.5'), `seeds` ('0-2'); the settings of `TeacherSweepConfig`;
     `scheduler`, `connect_timeout`, `plot` (`OUT/clustering.png`), `progress` as in
-    `flows._sweep.sweep`.
+    `flows._sweep.engine.sweep`.
 
     **Returns:** a `SweepResult`. Raises `ConfigError` naming the flag on bad input,
     before anything is written.

@@ -214,7 +214,7 @@ def _split_trend(c: Check, targets: list[dict], cfg: Config) -> Check:
 
 
 #: Where each claim stands in the paper (keys: claims or parts of claims; see
-#: `flows._checks.annotate`); theorem and equation numbers come from each check's source.
+#: `flows.claims._checks.annotate`); theorem and equation numbers come from each check's source.
 REFERENCES = {
     "energy identity": Reference(
         statement="Along an exact gradient flow L(0) − L(t) = ∫₀ᵗ ‖∇L‖² ds: the toolkit's "

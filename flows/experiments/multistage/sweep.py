@@ -5,7 +5,7 @@ the entry point and the figure are here (together they define one file format, w
 folders written before the engine's sweep existed must still match).
 
 Runs of equal shape (one width m) are integrated together by `simulate_batch` (vmap).
-Each point records (see `flows._sweep` for the folder, resume and integrity rules):
+Each point records (see `flows._sweep.engine` for the folder, resume and integrity rules):
 
 - `OUT/points/m<m>_alpha<α>_seed<seed>.nc`: the curves `tau(save)`, `t(save)`,
   `loss(save)`, `K_hat(save)` on `n_save` save times equally spaced on [0, τ₁] with
@@ -511,7 +511,7 @@ def descent_sweep(
     """Run the descent-time grid m × α × seeds of the multi-stage experiment, resumably.
 
     **Arguments:**
-    - `out`: output folder (see `flows._sweep` and this module's docstring for its
+    - `out`: output folder (see `flows._sweep.engine` and this module's docstring for its
       layout). A folder holding a sweep with the same settings is resumed or extended:
       completed points are skipped, failed ones retried. Different settings are refused
       (`ConfigError`).
@@ -522,7 +522,7 @@ def descent_sweep(
       'float32'), `error_norm` ('rms' or 'max'): see `SweepConfig`.
     - `batch_size`: the most runs per vmapped batch (runs of one width are batched).
     - `scheduler`, `connect_timeout`, `plot` (`OUT/descent_time.png`), `progress`: as in
-      `flows._sweep.sweep`.
+      `flows._sweep.engine.sweep`.
 
     **Returns:** a `DescentSweepResult` (`.ok` is False when a point of this grid failed;
     failed points are recorded with their error, the others complete). Raises

@@ -1,0 +1,180 @@
+"""A run's arguments validated once, in the user's terms, before anything is compiled:
+`RunSettings`, the only thing `simulate` passes down to the solve on its clock."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._errors import ConfigError
+from .._solvers import (
+    AUTO_FOURTH_ORDER_MAX_RTOL,
+    AUTO_STIFF_RHO_SPAN,
+    SolverChoice,
+    cached,
+    check_error_norm,
+    resolve_solver,
+    spectral_radius,
+)
+from .arguments import (
+    check_common,
+    check_dt0,
+    check_initial_state,
+    check_max_steps,
+    check_observables,
+    check_problem,
+    check_stop,
+    save_times,
+)
+from .clocks import AbstractClock, as_clock
+from .flow import FlowSettings, flow_config
+from .problem import Problem
+
+__all__ = ["KINKS_WARNING", "RunSettings", "measure_stiffness"]
+
+
+def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> dict:
+    """What `simulate(solver='auto')` chooses from: ρ, the spectral radius of ∇²L(θ(0))
+    (20 Hessian-vector products, power iteration; an estimate from below), ρ·(t1 − t0)
+    in physical time, and the rule (`flows.auto_solver`)."""
+    fn, _ = cached(
+        ("stiffness", jax.tree_util.tree_structure(problem))
+        + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)),
+        lambda: jax.jit(
+            lambda prob: spectral_radius(
+                lambda th: jax.tree_util.tree_map(jnp.negative, prob.grad(th)), prob.theta0, 20
+            )
+        ),
+    )
+    rho = float(fn(problem))
+    return {
+        "rho": rho,
+        "rho_span": rho * (t1 - t0),
+        "rtol": rtol,
+        "rule": (
+            f"tsit5 if rho*(t1-t0) < {AUTO_STIFF_RHO_SPAN:g}, else rkc at rtol >= "
+            f"{AUTO_FOURTH_ORDER_MAX_RTOL:g}, else rock4"
+        ),
+    }
+
+
+#: What `simulate` says when the model's activation has kinks (ReLU, leaky ReLU).
+KINKS_WARNING = (
+    "this model's activation has kinks: `simulate` integrates its flow as if the field were "
+    "smooth (switches are not located; error control is unreliable at kinks, and a sliding "
+    "mode can stall the solver). Use flows.simulate_nonsmooth for the exact flow through "
+    "the kinks, or a smoothed activation (smoothing=ε)."
+)
+
+
+_UNSET: Any = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """`simulate`'s arguments after `validate`: the solver resolved (`choice`, with the
+    stiffness measurement `auto` behind 'auto'), the clock an object, the observables and
+    the stop event checked on a first abstract evaluation (`obs_bytes`: what the
+    observables save per time). `ts`/`n_save` are the save times as asked; each clock
+    derives its own from them (`save_times`)."""
+
+    t0: float
+    t1: float
+    rtol: float
+    atol: float
+    error_norm: str
+    ts: Any
+    n_save: int
+    save_params: str
+    observables: Callable
+    obs_bytes: int
+    clock: AbstractClock
+    max_steps: int
+    dt0: float | None
+    count_evals: bool | str
+    stop: Callable | None
+    progress: bool
+    throw: bool
+    choice: SolverChoice
+    auto: dict | None
+
+    @classmethod
+    def validate(
+        cls, problem, *, t1, t0, solver, rtol, atol, error_norm, ts, n_save, save_params,
+        observables, clock, max_steps, dt0, count_evals, stop, progress, throw,
+    ) -> tuple[Problem, RunSettings]:  # fmt: skip
+        """`simulate`'s arguments checked in the user's terms (before anything is
+        compiled) and the solver resolved: (the problem as checked, the settings)."""
+        problem = check_problem(problem)
+        t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
+        error_norm = check_error_norm(error_norm)
+        if getattr(problem.model, "activation_kinks", None) is not None:
+            warnings.warn(KINKS_WARNING, stacklevel=3)  # simulate (as before the settings object)
+        clock = as_clock(clock)
+        max_steps = check_max_steps(max_steps)
+        dt0 = check_dt0(dt0)
+        check_initial_state(problem)
+        observables, obs_bytes = check_observables(problem, observables, t0)
+        stop = check_stop(problem, stop, t0)
+        is_auto = isinstance(solver, str) and solver == "auto"
+        auto = measure_stiffness(problem, t0, t1, rtol) if is_auto else None
+        choice = resolve_solver(
+            solver,
+            rtol,
+            atol,
+            problem.n_params,
+            problem.dtype,
+            rho_span=None if auto is None else auto["rho_span"],
+            error_norm=error_norm,
+        )
+        if count_evals not in (True, False, "auto"):
+            raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
+        return problem, cls(
+            t0=t0, t1=t1, rtol=rtol, atol=atol, error_norm=error_norm, ts=ts, n_save=n_save,
+            save_params=save_params, observables=observables, obs_bytes=obs_bytes,
+            clock=clock, max_steps=max_steps, dt0=dt0, count_evals=count_evals, stop=stop,
+            progress=progress, throw=throw, choice=choice, auto=auto,
+        )  # fmt: skip
+
+    def save_times(self) -> np.ndarray:
+        """The physical save times asked for (`ts`, else `n_save` points on [t0, t1])."""
+        return save_times(self.t0, self.t1, self.ts, self.n_save)
+
+    def flow_settings(self, *, count_evals: bool) -> FlowSettings:
+        """The compiled flow's settings (`count_evals`: by a host callback)."""
+        return FlowSettings(
+            rtol=self.rtol,
+            atol=self.atol,
+            max_steps=self.max_steps,
+            dt0=self.dt0,
+            count_evals=count_evals,
+            progress=self.progress,
+            observables=self.observables,
+            clock=self.clock,
+            stop=self.stop,
+            error_norm=self.error_norm,
+        )
+
+    def config(self, problem: Problem, *, dt0=_UNSET, method: str | None = None) -> dict:
+        """The trajectory's `config` (`flow.flow_config`) of a run with these settings."""
+        return flow_config(
+            problem,
+            self.choice,
+            self.clock,
+            rtol=self.rtol,
+            atol=self.atol,
+            t0=self.t0,
+            t1=self.t1,
+            max_steps=self.max_steps,
+            dt0=self.dt0 if dt0 is _UNSET else dt0,
+            save_params=self.save_params,
+            stop=self.stop,
+            method=method,
+            error_norm=self.error_norm,
+        )

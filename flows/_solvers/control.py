@@ -1,0 +1,126 @@
+"""How a solve steps: the first step the toolkit chooses, the error norm, the PID
+controller, and which solvers step to their save times."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+from .._errors import ConfigError
+from ._stabilized import ERROR_NORMS, AbstractStabilizedSolver
+from .registry import STEP_TO_SAVES
+
+
+def initial_step(fn, t0, y0, *, rtol, atol, order: int, rho, stability: float | None, span):
+    """First step of a solve, chosen by the toolkit (diffrax 0.7's own choice is skipped for
+    wrapped terms: its `dt0=None` start is then always 0.01, which overflowed a quartic
+    flow with Tsit5). Hairer–Nørsett–Wanner's rule (Solving ODEs I, §II.4) — h₀ = 0.01
+    ‖y₀‖/‖f₀‖, then (0.01/max(‖f₀‖, ‖f(y₀ + h₀f₀) − f₀‖/h₀))^{1/(p+1)} in the controller's
+    scaled norm — capped by `stability`/ρ for a method whose real stability interval is
+    [−stability, 0] (None: stabilized or implicit, no cap), by `span` and by
+    `FIRST_STEP_MAX` = 0.01 (below it rounded down to a power of two). jnp, traceable;
+    `fn(t, y)` is the vector field.
+    """
+    fdt = jnp.result_type(float)
+    leaves0 = jax.tree_util.tree_leaves(y0)
+    size = sum(jnp.size(x) for x in leaves0)
+
+    def norm(tree):
+        sq = [
+            jnp.sum((a / (atol + rtol * jnp.abs(b))) ** 2)
+            for a, b in zip(jax.tree_util.tree_leaves(tree), leaves0, strict=True)
+        ]
+        return jnp.sqrt(sum(sq) / size).astype(fdt)
+
+    f0 = fn(t0, y0)
+    d0, d1 = norm(y0), norm(f0)
+    small = (d0 < 1e-5) | (d1 < 1e-5)
+    h0 = jnp.where(small, 1e-6, 0.01 * d0 / jnp.where(small, 1.0, d1))
+    if stability is not None:
+        h0 = jnp.minimum(h0, stability / rho)
+    y1 = jax.tree_util.tree_map(lambda a, b: a + h0.astype(a.dtype) * b, y0, f0)
+    f1 = fn(t0 + h0, y1)
+    d2 = norm(jax.tree_util.tree_map(lambda a, b: a - b, f1, f0)) / h0
+    m = jnp.maximum(d1, d2)
+    h1 = jnp.where(
+        m <= 1e-15,
+        jnp.maximum(1e-6, h0 * 1e-3),
+        (0.01 / jnp.where(m > 0, m, 1.0)) ** (1.0 / (order + 1)),
+    )
+    h = jnp.minimum(100 * h0, h1)
+    if stability is not None:
+        h = jnp.minimum(h, stability / rho)
+    # rounded down to a power of two: only its magnitude matters, and then the same problem
+    # gets bit-for-bit the same first step alone and in a vmapped batch (whose reductions
+    # round differently in the last bits)
+    # and at most 0.01, the start diffrax used before: the controller grows an accepted step
+    # up to 10× at once, so a cap costs a few steps, while a too-long first step costs a
+    # rejection (and a batch whose members reject differently rounds differently)
+    h = jnp.where(h >= FIRST_STEP_MAX, FIRST_STEP_MAX, 2.0 ** jnp.floor(jnp.log2(h)))
+    h = jnp.minimum(h, span)
+    return jnp.where(jnp.isfinite(h) & (h > 0), h, jnp.minimum(1e-6, span))
+
+
+#: Longest first step the toolkit chooses (clock units).
+FIRST_STEP_MAX = 0.01
+#: Cap on h·ρ for the first step the toolkit chooses with a classical explicit solver
+#: (Tsit5, Dopri5, Dopri8): h₀ ≤ `FIRST_STEP_STABILITY`/ρ, ρ the spectral radius of the
+#: Hessian at θ(0) (`spectral_radius`), passed to `initial_step` as `stability`. Their
+#: real stability intervals reach about −3.3 (Tsit5, Dopri5) and −6 (Dopri8); 2 leaves a
+#: margin for a ρ estimated from below. Stabilized and implicit solvers: no cap. Later
+#: steps are the step-size controller's.
+FIRST_STEP_STABILITY = 2.0
+
+
+def check_error_norm(error_norm) -> str:
+    """`error_norm` validated: 'rms' or 'max' (`ERROR_NORMS`), else `ConfigError`."""
+    if not isinstance(error_norm, str) or error_norm not in ERROR_NORMS:
+        raise ConfigError(
+            f"`error_norm` must be 'rms' (root mean square of the scaled error over the "
+            f"state, diffrax's default) or 'max' (its largest component); got {error_norm!r}."
+        )
+    return error_norm
+
+
+def error_norm_fn(error_norm: str) -> Callable[[Any], Any]:
+    """The `norm` of `diffrax.PIDController` for an `error_norm` name: 'rms' →
+    `optimistix.rms_norm` (the controller's default), 'max' → `optimistix.max_norm`."""
+    return {"rms": optx.rms_norm, "max": optx.max_norm}[check_error_norm(error_norm)]
+
+
+def pid_controller(
+    rtol: float, atol: float, error_norm: str = "rms", step_ts=None
+) -> diffrax.AbstractAdaptiveStepSizeController:
+    """The step-size controller of the toolkit's solves: diffrax's PID controller with the
+    given tolerances and norm ('rms': built exactly as before the option existed, i.e.
+    with diffrax's default norm). `step_ts` (None: none): times every solve must step to
+    (diffrax's `ClipStepSizeController`), e.g. the save times of a solver whose dense
+    output cannot be trusted between steps (`steps_to_saves`); without them the controller
+    is the same object as before the option existed (same steps, bit for bit)."""
+    if check_error_norm(error_norm) == "rms":
+        pid = diffrax.PIDController(rtol=rtol, atol=atol)
+    else:
+        pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=error_norm_fn(error_norm))
+    if step_ts is None:
+        return pid
+    return diffrax.ClipStepSizeController(pid, step_ts=step_ts)
+
+
+def steps_to_saves(solver) -> bool:
+    """Whether a solve with this solver (a name or a solver object) steps to its save
+    times rather than interpolating between steps (`STEP_TO_SAVES`): Dopri8 and diffrax's
+    implicit solvers with a cubic Hermite dense output (Kvaerno5)."""
+    if isinstance(solver, str):
+        return solver in STEP_TO_SAVES
+    if isinstance(solver, AbstractStabilizedSolver):
+        return False
+    if isinstance(solver, diffrax.Dopri8):
+        return True
+    interp = getattr(solver, "interpolation_cls", None)
+    hermite = diffrax.ThirdOrderHermitePolynomialInterpolation
+    return interp is hermite or getattr(interp, "__self__", None) is hermite
