@@ -107,8 +107,8 @@ def test_each_check_can_fail(tiny_run):
     def wrong_split(obs):
         obs["split_rate_3"] = obs["split_rate_3"] * 2.0
 
-    def big_q(obs):
-        obs["q_max"] = obs["q_max"] * 100
+    def big_q(obs):  # above m^{-(1/2 − (2α−1)δ′)} at the default δ′
+        obs["q_max"] = obs["q_max"] * 100 * TINY.m**TINY.delta_prime
 
     cases = {
         "energy identity": bump_energy,

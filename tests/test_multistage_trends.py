@@ -26,6 +26,7 @@ CFG = ex.Config(
     sweep_seeds=(0, 1, 2),
     sweep_n=40,
     targets=(),
+    delta_prime=0.2,  # the rows below sit at a fraction of the bounds at this δ′
 )
 
 

@@ -22,10 +22,15 @@ from reduced import multistage as ms
 from .config import GTRSIM_C, LESSSIM_C, SOURCE, Config
 from .data import Units
 from .runs import stage_times
+from .windows import theorem2_window_of, theorem3_windows_of
 
 __all__ = [
     "THEOREM_CLAIMS",
     "DESCENT_CLAIMS",
+    "DESCENT_RATIO_CLAIMS",
+    "SECONDARY_LENGTH_CLAIM",
+    "check_descent_ratio",
+    "check_secondary_length",
     "SECONDARY_CLAIMS",
     "MainRun",
     "cfg_d",
@@ -81,11 +86,18 @@ TARGET_CLAIM = (
     "target figure: ‖a‖/‖w‖ ≈ 1 and relative W₂ ≈ 0 at T_d for f₁, f₂, f₃",
     f"{SOURCE} §4.3.3",
 )
+DESCENT_RATIO_CLAIMS = [
+    ("T_d/ln m ≥ (2α−1)/(2+δ′)", f"{SOURCE} Thm 2 (45)"),
+    ("T_d/ln m ≤ (2α−1)/(2−δ′)", f"{SOURCE} Thm 2 (45)"),
+]
+SECONDARY_LENGTH_CLAIM = ("(T_sp − T_d)/T_d ≫ 1", f"{SOURCE} Thm 3 (64)")
 DESCENT_CLAIMS = [
     ("K̂(t) follows the logistic law from T_p to T_d", f"{SOURCE} eqs (18–19)"),
+    *DESCENT_RATIO_CLAIMS,
     ("descent/plateau average decay rate ≳ m^{2α₁−1}", f"{SOURCE} Thm 2 (4)"),
     ("q_max(T_d) ≤ m^{-(1/2 − (2α−1)δ′)}", f"{SOURCE} Thm 2"),
     W2_TD_CLAIM,
+    SECONDARY_LENGTH_CLAIM,
 ]
 SECONDARY_CLAIMS = [
     ("|K̂ − 1| ≤ 2β on [T_d, T_sp]", f"{SOURCE} Thm 3 (68)"),
@@ -417,11 +429,71 @@ def check_q_max(r: MainRun) -> Check:
         f"{SOURCE} Thm 2",
         Measured(q_td),
         lambda delta_prime: ms.theorem2_qmax_bound(m, alpha, delta_prime),
-        constants=(Constant("delta_prime", dp, (0.0, 2.0), "Theorem 2's δ′ > 0", "δ′"),),
+        constants=(_delta_prime(r),),
         a_priori=(0.0, math.inf),
-        predicted=f"≤ {qb:.3g} (δ′ = {dp})",
+        predicted=f"≤ {qb:.3g} (δ′ = {dp:g}, shared with (45))",
         measured_text=f"{q_td:.3g}",
         values={"q_max_Td": q_td, "bound": qb},
+    ).judge()
+
+
+def _delta_prime(r: MainRun) -> Constant:
+    return Constant("delta_prime", r.cfg.delta_prime, (0.0, 2.0), "Theorem 2's δ′ > 0", "δ′")
+
+
+def check_descent_ratio(r: MainRun, upper: bool) -> Check:
+    """Theorem 2 (45) at the default δ′ (shared with (47)): (2α−1)/(2+δ′) ≤ T_d/ln m
+    (`upper` False) or T_d/ln m ≤ (2α−1)/(2−δ′) (`upper` True) at this m."""
+    m, alpha, dp = r.cfg.m, r.cfg.alpha, r.cfg.delta_prime
+    ratio = r.st["T_d"] / math.log(m)
+    c = 2 * alpha - 1
+    claim, source = DESCENT_RATIO_CLAIMS[1 if upper else 0]
+    b = c / (2 - dp) if upper else c / (2 + dp)
+    return Bound(
+        claim,
+        source,
+        Measured(ratio),
+        (lambda delta_prime: c / (2 - delta_prime) if delta_prime < 2 else math.inf)
+        if upper
+        else (lambda delta_prime: c / (2 + delta_prime)),
+        sense="upper" if upper else "lower",
+        constants=(_delta_prime(r),),
+        a_priori=(0.0, math.inf),
+        predicted=f"{'≤' if upper else '≥'} {b:.4g} (δ′ = {dp:g}, shared with (47))",
+        measured_text=f"T_d/ln m = {r.st['T_d']:.4g}/{math.log(m):.4g} = {ratio:.4g}",
+        assumptions=r.assumptions,
+        values={"ratio": ratio, "T_d": r.st["T_d"]},
+        reason="the literal finite-m statement; the limit (3) is judged on the sweep's local "
+        "slopes, and the δ′ both parts share on the window rows",
+    ).judge()
+
+
+def check_secondary_length(r: MainRun) -> Check:
+    """Theorem 3 (64): (T_sp − T_d)/T_d ≫ 1, read as ≥ `cfg.much_greater` (the toolkit's
+    reading). By (63) the ratio is ln m/(40β T_d): β decides it."""
+    T_d, T_sp = r.st["T_d"], r.st["T_sp"]
+    ratio = (T_sp - T_d) / T_d
+    lam = r.cfg.much_greater
+    claim, source = SECONDARY_LENGTH_CLAIM
+    # the β at which the ratio reaches the reading, T_d held at its value (T_d grows
+    # slowly as β falls; the Theorem 3 window row finds the exact edge)
+    beta_max = math.log(r.cfg.m) / (40 * lam * T_d)
+    return Bound(
+        claim,
+        source,
+        Measured(ratio),
+        lambda much_greater: much_greater,
+        sense="lower",
+        constants=(
+            Constant("much_greater", lam, (1.0, math.inf), "the reading of '≫ 1'", "≫-reading"),
+        ),
+        a_priori=(0.0, math.inf),
+        predicted=f"≥ {lam:g} (“≫ 1” read as ≥ {lam:g})",
+        measured_text=f"ln m/(40β T_d) = {ratio:.3g} at β = {r.cfg.beta:g}",
+        assumptions=r.assumptions,
+        values={"ratio": ratio, "beta": r.cfg.beta, "beta_for_reading": beta_max},
+        reason=f"T_sp = T_d + ln m/(40β) (63), so β decides (64): ≥ {lam:g} needs β ≲ "
+        f"{beta_max:.2g} here; see the Theorem 3 window rows for the β shared with (68)",
     ).judge()
 
 
@@ -673,9 +745,13 @@ def check_run(traj: Trajectory, units: Units, cfg: Config) -> tuple[list[Check],
     checks += [
         check_logistic(r),
         check_descent_time(r),
+        check_descent_ratio(r, upper=False),
+        check_descent_ratio(r, upper=True),
         check_rate_ratio(r),
         check_q_max(r),
+        theorem2_window_of(r),
         check_w2_descent(r),
+        check_secondary_length(r),
     ]
     if T_sp > tau[-1]:
         reason = f"the run ends at τ = {tau[-1]:.3g} before T_sp = {T_sp:.3g}; increase t1"
@@ -683,4 +759,5 @@ def check_run(traj: Trajectory, units: Units, cfg: Config) -> tuple[list[Check],
             checks.append(Check.not_applicable(claim, src, reason))
     else:
         checks += [check_secondary_K(r), check_secondary_rate(r), check_split(r)]
+    checks += theorem3_windows_of(r)
     return checks, st

@@ -113,7 +113,7 @@ def descent_time_sweep(
             t1 = ms.descent_time_leading(m, alpha) + 8.0
             for seed in cfg.sweep_seeds:
                 problem = make_problem(TwoLayer(m=m, d=data.d, alpha=alpha), data, key=seed)
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 traj = simulate(
                     problem,
                     t1=t1,
@@ -128,6 +128,7 @@ def descent_time_sweep(
                 run_cfg = dataclasses.replace(cfg, m=m, alpha=alpha, seed=seed)
                 row = _sweep_row(traj, units, run_cfg, data.d, metrics)
                 row["wall_s"] = time.perf_counter() - start
+                row["cpu_s"] = time.process_time() - cpu  # every thread of this process
                 rows.append(row)
                 if companion is not None:
                     ge = traj.global_error

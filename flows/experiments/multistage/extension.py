@@ -1,0 +1,61 @@
+"""Theorem 2 (3) decided by extending the experiment: while the row 'slope of T_d vs ln m
+= (2α−1)/2' at α = `cfg.extend_alpha` is undecided (finite size), the largest width of
+the sweep is doubled and run (every seed, each with its companion solve) as long as the
+predicted cost of the next width fits in `cfg.extend_budget_s` (`flows.claims.extend`).
+
+The budget is counted in CPU seconds of this process (`time.process_time`, every thread):
+how far the extension goes, and so the verdict, does not depend on how loaded the machine
+is. On two quiet cores the wall time is about 0.5–1× the CPU time."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from flows.claims import Extension, extend
+
+from .config import Config
+from .runs import descent_time_sweep
+from .sweep_checks import check_slope_lnm
+from .trends import row_metrics
+
+__all__ = ["extend_descent_time"]
+
+
+def extend_descent_time(
+    cfg: Config, rows: list[dict], twin_rows: list[dict], *, progress: bool = False
+) -> Extension | None:
+    """Extend the sweep at α = `cfg.extend_alpha` (rows appended to `rows`, companion
+    rows to `twin_rows`, each marked `extension`); None when there is no budget
+    (`--quick`) or the sweep has no such α. The cost of the next width is the last
+    width's wall time × 2 (a run costs ∝ m)."""
+    alpha = cfg.extend_alpha
+    if cfg.extend_budget_s <= 0 or alpha not in cfg.sweep_alpha:
+        return None
+    claim = f"slope of T_d vs ln m = (2α−1)/2 at α = {alpha}"
+
+    def judge(vals) -> object:
+        return check_slope_lnm(rows, cfg, alpha, tuple(int(v) for v in vals))[0]
+
+    def run(m: float) -> None:
+        one = dataclasses.replace(cfg, sweep_m=(int(m),), sweep_alpha=(alpha,))
+        if progress:
+            print(f"  [multistage] extension: α = {alpha}, m = {int(m)}", flush=True)
+        new_twins: list[dict] = []
+        new = descent_time_sweep(one, metrics=row_metrics, companion=new_twins, progress=progress)
+        rows.extend(r | {"extension": True} for r in new)
+        twin_rows.extend(r | {"extension": True} for r in new_twins)
+
+    top = max(cfg.sweep_m)
+    last = sum(r.get("cpu_s", 0.0) for r in rows if r["alpha"] == alpha and r["m"] == top)
+    _, ext = extend(
+        claim,
+        judge,  # type: ignore[arg-type]
+        run,
+        cfg.sweep_m,
+        budget_s=cfg.extend_budget_s,
+        last_seconds=last if last > 0 else None,
+        clock=time.process_time,
+        unit="CPU s",
+    )
+    return ext
