@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from flows.claims import FAILS, HOLDS, NOT_APPLICABLE, UNDECIDED_SIZE, Extension, Window
+from flows.claims import (
+    FAILS_JOINTLY,
+    HOLDS,
+    NOT_APPLICABLE,
+    UNDECIDED_SIZE,
+    Extension,
+    Window,
+)
 from flows.experiments import multistage as ex
 from flows.experiments.multistage import windows
 from flows.experiments.multistage.extension import extend_descent_time
@@ -81,7 +88,7 @@ def test_theorem3_window_edges_are_the_closed_forms():
     assert abs(s68.lower_edge / 0.005 - 1) < 1e-3
     c = windows.check_theorem3_window(tau, o, cfg, 1.0, 1.0)
     # (64) at ≥ 10: β ≤ ln m/(400 T_d(β)) ≈ 0.0037 < 0.005: (64) and (68) exclude each other
-    assert c.verdict == FAILS and c.claim.endswith("(jointly)")
+    assert c.verdict == FAILS_JOINTLY
     assert ["(64)", "(68)"] in c.values["conflicts"]
     assert 5 < c.values["largest_reading"] < 10
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from ..claims._checks import (
     FAILS,
+    FAILS_JOINTLY,
     HOLDS,
     HOLDS_PERSISTENT,
     HOLDS_TRANSIENT,
@@ -197,6 +198,7 @@ _VERDICT_CLASS = {
     HOLDS_PERSISTENT: "v-holds",
     HOLDS_TRANSIENT: "v-holds",
     FAILS: "v-fails",
+    FAILS_JOINTLY: "v-fails",
     NOT_OBSERVED: "v-fails",
     VACUOUS: "v-vacuous",
     UNDECIDED: "v-undecided",
@@ -353,7 +355,7 @@ def _trend_html(t: Trend) -> str:
 
 def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, int]) -> str:
     ref = c.reference
-    cls = {HOLDS: "holds", FAILS: "fails"}.get(c.verdict, "na")
+    cls = {HOLDS: "holds", FAILS: "fails", FAILS_JOINTLY: "fails"}.get(c.verdict, "na")
     parts = [f'<section class="claim {cls}" id="claim-{i}">']
     parts.append(f"<h3>{i}. {_badge(c.verdict)} {_f(c.claim)}</h3>")
     where = ref.describe() if ref else ""

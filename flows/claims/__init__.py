@@ -49,7 +49,9 @@ from ._bound import (
     flips_at,
 )
 from ._checks import (
+    FAILING,
     FAILS,
+    FAILS_JOINTLY,
     HOLDS,
     HOLDS_PERSISTENT,
     HOLDS_TRANSIENT,
@@ -97,6 +99,8 @@ __all__ = [
     "VERDICTS",
     "HOLDS",
     "FAILS",
+    "FAILS_JOINTLY",
+    "FAILING",
     "VACUOUS",
     "OUTSIDE_HYPOTHESIS",
     "UNDECIDED",

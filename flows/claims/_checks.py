@@ -17,6 +17,8 @@ __all__ = [
     "Trend",
     "HOLDS",
     "FAILS",
+    "FAILS_JOINTLY",
+    "FAILING",
     "NOT_APPLICABLE",
     "VACUOUS",
     "OUTSIDE_HYPOTHESIS",
@@ -47,13 +49,17 @@ UNDECIDED_SIZE = "undecided (finite size)"
 #: An existential claim ("can happen"): seen, but at no run's end / at a run's end / never.
 HOLDS_TRANSIENT, HOLDS_PERSISTENT = "holds (transient)", "holds (persistent)"
 NOT_OBSERVED = "not observed"
-#: Every verdict a check can carry, in the order summaries list them. Only `fails` makes
-#: `flows check` exit with status 1.
+#: A theorem whose parts share a constant (`Window`) and hold together for no value of it:
+#: a failure of the theorem as stated at the tested sizes, not of one part.
+FAILS_JOINTLY = "fails (jointly)"
+#: Every verdict a check can carry, in the order summaries list them. Only `fails` and
+#: `fails (jointly)` make `flows check` exit with status 1 (`FAILING`).
 VERDICTS = (
     HOLDS,
     HOLDS_PERSISTENT,
     HOLDS_TRANSIENT,
     FAILS,
+    FAILS_JOINTLY,
     NOT_OBSERVED,
     VACUOUS,
     OUTSIDE_HYPOTHESIS,
@@ -61,6 +67,9 @@ VERDICTS = (
     UNDECIDED_SIZE,
     NOT_APPLICABLE,
 )
+
+#: The verdicts that make a run fail.
+FAILING = (FAILS, FAILS_JOINTLY)
 
 #: The text layouts of `format_checks` (`flows check --format`).
 FORMATS = ("auto", "wide", "compact", "json")
@@ -307,7 +316,7 @@ def _lookup(c: Check, references: Mapping[str, Reference]) -> Reference | None:
 
 
 def any_failed(checks) -> bool:
-    return any(c.verdict == FAILS for c in checks)
+    return any(c.verdict in FAILING for c in checks)
 
 
 def verdict_counts(checks) -> dict[str, int]:
@@ -324,7 +333,7 @@ def _summary(checks) -> str:
 
 
 def _verdict_text(c: Check) -> str:
-    return c.verdict.upper() if c.verdict == FAILS else c.verdict
+    return c.verdict.upper() if c.verdict in FAILING else c.verdict
 
 
 def _notes(c: Check) -> str:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .._errors import ConfigError
-from ._checks import FAILS, HOLDS, UNDECIDED, UNDECIDED_SIZE, Check, _clean
+from ._checks import FAILS, FAILS_JOINTLY, HOLDS, UNDECIDED, UNDECIDED_SIZE, Check, _clean
 from ._parts import Constant, _check_constants
 
 __all__ = ["Part", "Window", "WindowSearch", "Extension", "edge_trend", "extend"]
@@ -287,14 +287,14 @@ class Window:
         reasons = []
         resolution = f"edges to {self.resolution:g}" + (" (relative)" if self.log else "")
         if s.empty:
-            verdict = FAILS
+            verdict = FAILS_JOINTLY
             names = "; ".join(
                 f"{c[0]} holds for no {label}"
                 if len(c) == 1
                 else " and ".join(c) + " exclude each other"
                 for c in s.conflicts
             )
-            claim = self.claim + " (jointly)"
+            claim = self.claim
             measured = (
                 f"no {label} in [{_fmt(lo)}, {_fmt(hi)}] makes all parts hold: {names} ({per_part})"
             )
