@@ -551,7 +551,7 @@ def test_tables_never_break_inside_a_word_or_a_number():
     # a long path wraps only between its parts, each kept on one line
     assert '<span class="nw">a</span>/<wbr><span class="nw">very</span>/<wbr>' in page
     # signed and exponent numbers never break after their hyphen
-    from flows._report.html import _t
+    from flows._report.parts import _t
 
     assert _t("≤ 1.2e-05 at −0.5, x-y") == (
         '≤ <span class="nw">1.2e-05</span> at <span class="nw">−0.5</span>, x-y'
