@@ -1,6 +1,6 @@
 """The Krylov exponential Rosenbrock solvers (`EXPRB43`, `EXPRB32`) against gradient
 descent and the stabilized explicit solvers (RKC2, ROCK4) on the multi-stage net, at GD
-η = 1e-3's error (issue 49, deliverable 1).
+η = 1e-3's error.
 
 One process, one vector field for every row: the flat autodiff field y ↦ −∇L of
 `TwoLayer(m, d=1, α=1)`, tanh, target f₁ on the paper data (1000 points), key 0, to

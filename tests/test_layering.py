@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNALS: dict[str, frozenset[str]] = {
     k: frozenset(v)
     for k, v in {
+        "benchmarks/bench_krylov.py": {"flows._solvers"},
         "tests/conftest.py": {"flows._compile"},
         "tests/guards/guard_nonsmooth.py": {"flows._nonsmooth"},
         "tests/test_api_misuse.py": {"flows._cli", "flows._solve", "flows._validate"},
@@ -68,6 +69,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_rkc.py": {"flows._solvers"},
         "tests/test_significance.py": {"flows._cli", "flows._solve"},
         "tests/test_solvers_eserk.py": {"flows._solvers"},
+        "tests/test_solvers_krylov.py": {"flows._solvers"},
         "tests/test_solvers_robustness.py": {"flows._solvers"},
         "tests/test_solvers_rock4.py": {"flows._solvers"},
         "tests/test_solvers_tolerance.py": {"flows._solvers"},
