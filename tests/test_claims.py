@@ -2,6 +2,7 @@
 closed forms, bad claims refused with the claim and the field named."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -29,17 +30,20 @@ from flows.claims import (
     Measured,
     Near,
     agrees,
+    error_calibration,
     limit_in_time,
     power_law_fit,
     richardson,
 )
-from flows.claims._checks import verdict_counts
+from flows.claims._checks import _notes, format_checks, row_notes, verdict_counts
 
 C = Constant("C", 10.0, (0.0, math.inf))
 
 
 def _bound(q, b, **kw):
-    return Bound("claim", "paper Thm 1", Measured(q, kw.pop("error", math.nan)), b, **kw)
+    """A bound on q with a small numerical error bar (1e-9) unless `error` is given: a row
+    whose error is not estimated is `undecided (numerical)`, never judged on its value."""
+    return Bound("claim", "paper Thm 1", Measured(q, kw.pop("error", 1e-9)), b, **kw)
 
 
 @pytest.mark.parametrize("q", [0.05, 0.7, 3.0])
@@ -80,7 +84,10 @@ def test_margin_inside_the_error_bar_is_undecided():
     assert c.verdict == UNDECIDED and "1e-06" in c.reason
     assert _bound(1.0, 1.0 + 1e-4, error=1e-5).judge().verdict == HOLDS
     assert _bound(1.0, 1.0 - 1e-4, error=1e-5).judge().verdict == FAILS
-    assert "numerical error not estimated" in format_table([_bound(1.0, 2.0).judge()])
+    missing = _bound(1.0, 2.0, error=math.nan).judge()
+    assert missing.verdict == UNDECIDED and "numerical error not estimated" in format_table(
+        [missing]
+    )
 
 
 def test_hypothesis_not_met_is_reported_not_judged():
@@ -114,7 +121,7 @@ def test_near_is_a_bound_on_the_distance_with_a_named_tolerance():
     j = c.judge()
     assert j.verdict == HOLDS and j.kind == "equality"
     assert j.critical == ("holds for tol ≥ 0.02",)
-    far = Near("x", "s", Measured(0.7), 0.5, Constant("tol", 0.05, (0, 1))).judge()
+    far = Near("x", "s", Measured(0.7, 1e-9), 0.5, Constant("tol", 0.05, (0, 1))).judge()
     assert far.verdict == FAILS
 
 
@@ -270,8 +277,39 @@ def test_an_unbounded_error_is_never_judged_on_the_last_value():
     assert math.isinf(m.error)
     c = Bound("limit ≤ 5", "paper", m, 5.0).judge()
     assert c.verdict == UNDECIDED and "unbounded" in c.reason
-    # an error that is merely not estimated (NaN) keeps its verdict, said as such
-    assert Bound("q ≤ 5", "paper", Measured(1.0), 5.0).judge().verdict == HOLDS
+    # with a companion's error bar it stays unbounded (no companion bounds a quantity that
+    # does not converge), and the note says so
+    from flows.claims import with_error_bars
+
+    twin = Bound("limit ≤ 5", "paper", limit_in_time(t, q * (1 + 1e-9)), 5.0).judge()
+    [barred] = with_error_bars([c], [twin], "companion")
+    assert barred.verdict == UNDECIDED and math.isinf(barred.error)
+    assert "numerical error unbounded" in _notes(barred)
+
+
+@pytest.mark.parametrize("statistical", [False, True])
+def test_an_error_not_estimated_is_never_holds(statistical):
+    """'Not estimated' is never 'holds': a margin with no error bar (NaN) is undecided —
+    numerical, or finite size for a confidence interval that could not be computed (two
+    points) — with the reason; `with_error_bars` judges it once a companion gives it one."""
+    from flows.claims import with_error_bars
+
+    row = Bound("q ≤ 5", "paper", Measured(1.0, math.nan, statistical=statistical), 5.0).judge()
+    assert row.verdict == (UNDECIDED_SIZE if statistical else UNDECIDED)
+    assert "not estimated" in row.reason and "'holds'" in row.reason
+    assert row.values["verdict_on_value"] == HOLDS
+    if statistical:
+        return
+    twin = Bound("q ≤ 5", "paper", Measured(1.0 + 1e-7), 5.0).judge()
+    [judged] = with_error_bars([row], [twin], "companion")
+    assert judged.verdict == HOLDS and "not estimated" not in judged.reason
+    assert judged.error == pytest.approx(1e-7 * error_calibration(), rel=1e-6)
+    assert "error_missing" not in judged.values
+    # a ForAll without an error bar, too
+    worst = ForAll("m ≥ 0", "paper", lambda x: 1.0 + x, (0.0, 1.0)).judge()
+    assert worst.verdict == UNDECIDED and "not estimated" in worst.reason
+    # no companion for the row: it stays undecided
+    assert with_error_bars([row], [], "companion")[0].verdict == UNDECIDED
 
 
 def test_the_note_says_what_the_companion_verdict_recorded_is():
@@ -283,9 +321,12 @@ def test_the_note_says_what_the_companion_verdict_recorded_is():
     how = "companion solve at rtol/10"
     row = Check.not_applicable("claim", "paper", "judged as a limit")
     differs = dataclasses.replace(row, values={"companion_verdict": FAILS, "error_how": how})
-    assert "same verdict" not in _notes(differs) and f"{FAILS} on the {how}" in _notes(differs)
+    assert "same verdict" not in _notes(differs) and f"'{FAILS}' on the {how}" in _notes(differs)
     same = dataclasses.replace(differs, values={"companion_verdict": row.verdict, "error_how": how})
-    assert f"same verdict on the {how}" in _notes(same)
+    assert f"'{row.verdict}' on the {how} (the same verdict)" in _notes(same)
+    # the note is a function of the JSON fields alone
+    for c in (differs, same):
+        assert row_notes(json.loads(format_checks([c], "json"))[0]) == _notes(c)
 
 
 def _dip(center: float, width: float, depth: float = 2.0):
@@ -298,22 +339,26 @@ def test_for_all_finds_a_narrow_dip_that_a_50_point_grid_misses():
     f = _dip(0.3137, 0.002)
     grid = np.linspace(0.0, 1.0, 50)
     assert min(f(x) for x in grid) > 0.99  # what a sampled check would have judged
-    c = ForAll("margin ≥ 0 for every x", "toy", f, (0.0, 1.0), grid=50, resolution=1e-7).judge()
+    c = ForAll(
+        "margin ≥ 0 for every x", "toy", f, (0.0, 1.0), grid=50, resolution=1e-7, error=0.0
+    ).judge()
     assert c.verdict == FAILS
     assert c.values["worst_x"] == pytest.approx(0.3137, abs=1e-5)
     assert c.values["worst_margin"] == pytest.approx(-1.0, abs=1e-6)
     assert c.values["grid_min_margin"] > 0.99 and c.kind == "universal"
     # a shallow dip that stays above 0 holds, judged at its bottom, not at a grid point
-    ok = ForAll("x", "toy", _dip(0.3137, 0.002, 0.5), (0.0, 1.0), resolution=1e-7).judge()
+    ok = ForAll(
+        "x", "toy", _dip(0.3137, 0.002, 0.5), (0.0, 1.0), resolution=1e-7, error=0.0
+    ).judge()
     assert ok.verdict == HOLDS and ok.margin == pytest.approx(0.5, abs=1e-6)
 
 
 def test_for_all_endpoints_log_spacing_and_error_bars():
     # the worst point at an end of the interval
-    c = ForAll("x", "toy", lambda x: x - 0.1, (0.1, 2.0)).judge()
+    c = ForAll("x", "toy", lambda x: x - 0.05, (0.1, 2.0), error=0.0).judge()
     assert c.verdict == HOLDS and c.values["worst_x"] == pytest.approx(0.1)
     # log-spaced: a dip at 1e-3 on [1e-6, 1]
-    d = ForAll("x", "toy", _dip(1e-3, 1e-4), (1e-6, 1.0), log=True, grid=60).judge()
+    d = ForAll("x", "toy", _dip(1e-3, 1e-4), (1e-6, 1.0), log=True, grid=60, error=0.0).judge()
     assert d.verdict == FAILS and d.values["worst_x"] == pytest.approx(1e-3, rel=1e-3)
     # a worst margin inside its error bar is undecided; NaN is the worst there is
     assert ForAll("x", "toy", lambda x: 1e-9 + x, (0.0, 1.0), error=1e-6).judge().verdict == (

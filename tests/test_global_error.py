@@ -8,7 +8,15 @@ import pytest
 import scipy.linalg
 
 import flows
-from flows.claims import FAILS, HOLDS, UNDECIDED, Bound, Measured, with_error_bars
+from flows.claims import (
+    FAILS,
+    HOLDS,
+    UNDECIDED,
+    Bound,
+    Measured,
+    error_calibration,
+    with_error_bars,
+)
 
 
 def _least_squares():
@@ -60,11 +68,13 @@ def test_error_bars_from_a_companion_decide_or_undecide():
         return Bound("q ≤ 1", "toy", Measured(q), 1.0).judge()
 
     close, far = row(0.99999), row(0.5)
-    assert (close.verdict, far.verdict) == (HOLDS, HOLDS)
-    out = with_error_bars([close, far], [row(0.99990), row(0.5001)], "companion")
+    # no error bar yet: not a result ("not estimated" is never "holds")
+    assert (close.verdict, far.verdict) == (UNDECIDED, UNDECIDED)
+    out = with_error_bars([close, far], [row(0.99999 + 4e-6), row(0.5001)], "companion")
+    cal = error_calibration()  # the companion's difference, calibrated to cover
     assert out[0].verdict == UNDECIDED and "inside the numerical error" in out[0].reason
-    assert out[0].error == pytest.approx(9e-5)
-    assert out[1].verdict == HOLDS and out[1].error == pytest.approx(1e-4)
+    assert out[0].error == pytest.approx(4e-6 * cal)  # 1.1e-5 > the margin 1e-5
+    assert out[1].verdict == HOLDS and out[1].error == pytest.approx(1e-4 * cal)
     failing = with_error_bars([row(1.5)], [row(1.5 + 1e-6)], "companion")[0]
     assert failing.verdict == FAILS and failing.values["error_how"] == "companion"
 
@@ -102,11 +112,12 @@ def test_tolerance_rows_get_error_bars_on_their_flip_points():
     assert json.loads(json.dumps({"c": f}))["c"] == "holds for tol ≥ 0.004"
 
     far = with_error_bars([row(4e-3)], [row(4.1e-3)], "companion")[0]
-    assert far.verdict == HOLDS and far.values["flip_errors"]["tol"] == pytest.approx(1e-4)
-    assert far.critical[0] == "holds for tol ≥ 0.004 ± 0.0001 (numerical)"
+    cal = error_calibration()  # the companion's difference, calibrated to cover (×2.78)
+    assert far.verdict == HOLDS and far.values["flip_errors"]["tol"] == pytest.approx(1e-4 * cal)
+    assert far.critical[0] == "holds for tol ≥ 0.004 ± 0.00028 (numerical)"
     # the default 0.01 lies within the flip point's error bar: undecided, either side
     near = with_error_bars([row(9.99e-3)], [row(1.001e-2)], "companion")[0]
-    assert near.verdict == UNDECIDED and "tol = 0.01 lies within ±2e-05" in near.reason
+    assert near.verdict == UNDECIDED and "tol = 0.01 lies within ±5.6e-05" in near.reason
     # a verdict the companion does not share is undecided even without a flip number
     plain = Check.compare("x", "toy", holds=True, predicted="", measured="")
     flipped = Check.compare("x", "toy", holds=False, predicted="", measured="")
@@ -127,7 +138,7 @@ def test_tolerance_rows_get_error_bars_on_their_flip_points():
     )
     twin = dataclasses.replace(bare, critical=(flips_at("tol", 1.1e-2, at_least=True),))
     out = with_error_bars([bare], [twin], "companion")[0]
-    assert out.verdict == HOLDS and "± 0.001 (numerical)" in out.critical[0]
+    assert out.verdict == HOLDS and "± 0.0028 (numerical)" in out.critical[0]
 
 
 def test_limit_rows_get_error_bars_on_their_rate():
@@ -146,7 +157,8 @@ def test_limit_rows_get_error_bars_on_their_rate():
     steep = row(-0.5)
     assert steep.verdict == HOLDS
     far = with_error_bars([steep], [row(-0.49)], "companion")[0]
-    assert far.verdict == HOLDS and far.error == pytest.approx(0.01, rel=0.05)
+    cal = error_calibration()  # the companion's difference, calibrated to cover (×2.78)
+    assert far.verdict == HOLDS and far.error == pytest.approx(0.01 * cal, rel=0.05)
     assert far.values["error_how"] == "companion"
     hi = steep.values["exponent_ci"][1]  # the end that decided (< 0)
     near = with_error_bars([steep], [row(-0.5 - hi * 1.5)], "companion")[0]  # moved past 0

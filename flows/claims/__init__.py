@@ -41,6 +41,10 @@ check's `source` by `annotate`) and, for a finite-size claim, the trend it measu
 (`Trend`), which the report draws.
 """
 
+from .._solve.global_error import (
+    GLOBAL_ERROR_SAFETY,
+    error_calibration,
+)
 from ._bound import (
     Bound,
     Flip,
@@ -66,6 +70,8 @@ from ._checks import (
     Reference,
     Trend,
     annotate,
+    error_note,
+    row_notes,
 )
 from ._error_bars import (
     with_error_bars,
@@ -129,6 +135,8 @@ __all__ = [
     "limit_in_time",
     "ORDER_SLACK",
     "with_error_bars",
+    "error_calibration",
+    "GLOBAL_ERROR_SAFETY",
     "flips_at",
     "Flip",
     "MIN_WIDTHS",
@@ -136,5 +144,7 @@ __all__ = [
     "Reference",
     "Trend",
     "annotate",
+    "error_note",
+    "row_notes",
     "Check",
 ]

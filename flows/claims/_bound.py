@@ -114,6 +114,7 @@ class Bound:
             f" ({const_text})" if const_text else ""
         )
         reasons = [self.reason] if self.reason else []
+        missing: dict = {}
         outside = _outside(hyps)
         if outside:
             verdict = OUTSIDE_HYPOTHESIS
@@ -151,6 +152,12 @@ class Bound:
                 f"the margin {margin:.2g} is inside the numerical error ±{q.error:.2g}; "
                 f"decide with an error below {abs(margin):.2g} (a tighter rtol)",
             )
+        elif not q.has_error:  # "not estimated" is never "holds"
+            verdict = UNDECIDED_SIZE if q.statistical else UNDECIDED
+            on_value = HOLDS if margin >= 0 else FAILS
+            why = _not_estimated(q, margin, on_value)
+            missing = {"verdict_on_value": on_value, "error_missing": why}
+            reasons.insert(0, why)
         else:
             verdict = HOLDS if margin >= 0 else FAILS
         measured = (self.measured_text or q.text()) + (f" over {self.over}" if self.over else "")
@@ -162,13 +169,29 @@ class Bound:
             verdict=verdict,
             reason="; ".join(reasons),
             assumptions=self.assumptions,
-            values=_values(self.values, q, b, margin, defaults),
+            values=_values(self.values, q, b, margin, defaults) | missing,
             kind=self.kind if self.kind != "bound" else f"{self.sense} bound",
             margin=margin,
             error=q.error,
             critical=tuple(cr.text() for cr in critical),
             hypotheses=tuple(hyps),
         )
+
+
+def _not_estimated(q: Measured, margin: float, on_value: str) -> str:
+    """The reason of a row whose error bar is missing (NaN): judged on its value alone it
+    would be `on_value`, which is not a result."""
+    what = "95 % confidence interval" if q.statistical else "numerical error"
+    fix = (
+        "more sizes or seeds would give one"
+        if q.statistical
+        else "give it one (`simulate(…, global_error=True)` and `with_error_bars`)"
+    )
+    why = f" ({q.how})" if q.how else ""
+    return (
+        f"the {what} is not estimated{why}: the margin {margin:.2g} alone would say "
+        f"{on_value!r}, which is not a result; {fix}"
+    )
 
 
 def _values(extra: dict, q: Measured, b: float, margin: float, defaults: dict) -> dict:

@@ -31,6 +31,8 @@ __all__ = [
     "FORMATS",
     "annotate",
     "any_failed",
+    "error_note",
+    "row_notes",
     "display_width",
     "format_checks",
     "format_table",
@@ -337,26 +339,58 @@ def _verdict_text(c: Check) -> str:
 
 
 def _notes(c: Check) -> str:
-    """The reason, then the critical constants and unmet hypotheses, as one line."""
-    parts = [c.reason] if c.reason else []
-    if c.margin is not None and c.kind != "limit":
-        e = c.error
-        if e is None or not math.isfinite(e):
-            parts.append("numerical error not estimated")
-        elif c.kind == "agreement":  # margin = error bar − difference
-            parts.append(f"difference {e - c.margin:.2g} against the error bar ±{e:.2g}")
+    """The reason, then the error bar and the critical constants, as one line: a function
+    of the fields `Check.to_dict()` writes to `results.json` (`row_notes`), so the table
+    and the JSON cannot disagree."""
+    return row_notes(dataclasses.asdict(c))
+
+
+def _number(x) -> float | None:
+    """A float from a check's field as a `Check` or its JSON holds it (None, a float, or
+    'nan' / 'inf' as text)."""
+    if x is None:
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def error_note(row: Mapping) -> str:
+    """What a row says about its error bar, from the fields of its JSON form
+    (`Check.to_dict()`, `results.json`): the margin against the error bar (or that the
+    error bar is missing or unbounded), the rate's numerical error of a limit, and the
+    companion solve's verdict (named as such, beside the row's own)."""
+    values = row.get("values") or {}
+    kind, margin, err = row.get("kind", ""), _number(row.get("margin")), _number(row.get("error"))
+    parts = []
+    if margin is not None and kind != "limit":
+        what = values.get("error_kind", "numerical error")
+        if err is None or math.isnan(err):
+            parts.append(f"{what} not estimated")
+        elif math.isinf(err):
+            parts.append(f"{what} unbounded")
+        elif kind == "agreement":  # margin = error bar − difference
+            parts.append(f"difference {err - margin:.2g} against the error bar ±{err:.2g}")
         else:
-            kind = c.values.get("error_kind", "numerical error")
-            parts.append(f"margin {c.margin:.2g}, {kind} ±{e:.2g}")
-    if c.kind == "limit" and c.error is not None and math.isfinite(c.error):
-        parts.append(f"rate's numerical error ±{c.error:.2g}")
-    if "companion_verdict" in c.values and c.error is None:
-        how, other = c.values.get("error_how", "companion solve"), c.values["companion_verdict"]
-        parts.append(
-            f"same verdict on the {how}" if other == c.verdict else f"{other} on the {how}"
-        )
-    if c.critical:
-        parts.append("critical: " + "; ".join(c.critical))
+            parts.append(f"margin {margin:.2g}, {what} ±{err:.2g}")
+    if kind == "limit" and err is not None and math.isfinite(err):
+        parts.append(f"rate's numerical error ±{err:.2g}")
+    if "companion_verdict" in values and err is None:
+        how, other = values.get("error_how", "companion solve"), values["companion_verdict"]
+        same = " (the same verdict)" if other == row.get("verdict") else ""
+        parts.append(f"{other!r} on the {how}{same}")
+    return "; ".join(parts)
+
+
+def row_notes(row: Mapping) -> str:
+    """The note under a row of the table (reason; error bar; critical constants), from the
+    fields of its JSON form alone (`Check.to_dict()`, as `results.json` stores it)."""
+    parts = [row["reason"]] if row.get("reason") else []
+    if note := error_note(row):
+        parts.append(note)
+    if row.get("critical"):
+        parts.append("critical: " + "; ".join(str(x) for x in row["critical"]))
     return "; ".join(parts)
 
 

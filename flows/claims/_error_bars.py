@@ -7,22 +7,38 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from .._solve.global_error import GLOBAL_ERROR_FACTOR, error_calibration
 from ._bound import Flip
 from ._checks import (
     FAILS,
     HOLDS,
     UNDECIDED,
+    UNDECIDED_SIZE,
     Check,
 )
 
 
-def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: str) -> list[Check]:
+def with_error_bars(
+    checks: Sequence[Check],
+    companion: Sequence[Check],
+    how: str,
+    *,
+    factor: float = GLOBAL_ERROR_FACTOR,
+) -> list[Check]:
     """`checks` with numerical error bars from the same checks run on a companion solve
     (`simulate(…, global_error=True)`'s `global_error.companion`, tolerances 10× tighter).
 
+    Every difference Δ between the two runs is calibrated as the run's own global error is
+    (`simulate`'s `global_error`): times `error_calibration(factor)` (Richardson over
+    the two tolerances, times a measured safety factor; 2.78 for the companion at
+    tolerances `factor` = 10 times tighter), so that it covers the run's true error.
+
     Rows pair up by claim and source (in order). For a row the kit judged with a margin
-    (`Bound`, `Near`), the error bar is |Δ measured| + |Δ bound| between the two runs; a
-    `holds` or `fails` whose margin lies inside it becomes `undecided (numerical)`. For a
+    (`Bound`, `Near`, `ForAll`), the error bar is that calibration times |Δ measured| +
+    |Δ bound|, added to the row's own error bar where it has one; a row whose error bar
+    was missing (`undecided`: not estimated) is judged now; a `holds` or `fails` whose
+    margin lies inside the error bar becomes `undecided (numerical)`; a row whose own
+    error is unbounded (∞) stays undecided. For a
     row judged with a tolerance the toolkit chose (`Check.compare` with `critical` from
     `flips_at(…, default=…)`), each flip point gets the error bar |Δ flip point| (shown
     as '± …' in the critical text); a row whose default tolerance lies within that error
@@ -32,6 +48,7 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
     by_key: dict[tuple[str, str], list[Check]] = {}
     for c in companion:  # rows with the same claim pair up in order
         by_key.setdefault((c.claim, c.source), []).append(c)
+    cal = error_calibration(factor)
     out = []
     for c in checks:
         twins = by_key.get((c.claim, c.source))
@@ -39,25 +56,40 @@ def with_error_bars(checks: Sequence[Check], companion: Sequence[Check], how: st
         if other is None:
             out.append(c)
         elif c.kind == "limit":
-            out.append(_limit_error_bars(c, other, how))
+            out.append(_limit_error_bars(c, other, how, cal))
         elif c.margin is None:
-            out.append(_tolerance_error_bars(c, other, how))
+            out.append(_tolerance_error_bars(c, other, how, cal))
         else:
-            out.append(_margin_error_bars(c, other, how))
+            out.append(_margin_error_bars(c, other, how, cal))
     return out
 
 
-def _margin_error_bars(c: Check, other: Check, how: str) -> Check:
-    """`with_error_bars` for a row judged with a margin (`Bound`, `Near`)."""
+def _margin_error_bars(c: Check, other: Check, how: str, cal: float) -> Check:
+    """`with_error_bars` for a row judged with a margin (`Bound`, `Near`, `ForAll`)."""
     try:
-        err = abs(float(c.values["measured"]) - float(other.values["measured"]))
-        err += abs(float(c.values.get("bound", 0.0)) - float(other.values.get("bound", 0.0)))
+        diff = abs(float(c.values["measured"]) - float(other.values["measured"]))
+        diff += abs(float(c.values.get("bound", 0.0)) - float(other.values.get("bound", 0.0)))
     except (KeyError, TypeError, ValueError):
         return _same_verdict(c, other, how)
-    if not math.isfinite(err) or c.margin is None:
+    if not math.isfinite(diff) or c.margin is None:
         return _same_verdict(c, other, how)
-    values = c.values | {"error": err, "error_how": how}
+    own = math.nan if c.error is None else abs(float(c.error))
+    missing = bool(c.values.get("error_missing"))
+    if math.isinf(own):  # unbounded (a quantity not converging): no companion bounds it
+        values = c.values | {"companion_error": cal * diff, "error_how": how}
+        return dataclasses.replace(c, values=values)
+    err = cal * diff + (own if math.isfinite(own) and not missing else 0.0)
+    statistical = "error_kind" in c.values and math.isfinite(own) and not missing
+    values = {k: v for k, v in c.values.items() if k not in ("error_missing", "verdict_on_value")}
+    values |= {"error": err, "error_how": how, "companion_error": cal * diff}
+    if statistical:  # a confidence interval, with the numerical error added to it
+        values["error_kind"] = "95 % confidence interval + numerical error"
     verdict, reason = c.verdict, c.reason
+    if missing and verdict in (UNDECIDED, UNDECIDED_SIZE):
+        # judged now that it has an error bar: drop the "not estimated" reason
+        verdict = HOLDS if c.margin >= 0 else FAILS
+        gone = str(c.values["error_missing"])
+        reason = "; ".join(r for r in reason.replace(gone, "").split("; ") if r)
     if verdict in (HOLDS, FAILS) and abs(c.margin) <= err:
         verdict = UNDECIDED
         reason = (
@@ -82,7 +114,7 @@ def _same_verdict(c: Check, other: Check, how: str) -> Check:
     return dataclasses.replace(c, values=values)
 
 
-def _limit_error_bars(c: Check, other: Check, how: str) -> Check:
+def _limit_error_bars(c: Check, other: Check, how: str, cal: float) -> Check:
     """`with_error_bars` for a `Limit` row: the error bar of its fitted rate is the largest
     change of the rate or of an end of its confidence interval on the companion; a `holds`
     or `fails` decided by an end of the interval closer to its threshold than that becomes
@@ -97,7 +129,7 @@ def _limit_error_bars(c: Check, other: Check, how: str) -> Check:
     diffs = [abs(a - b) for a, b in zip(ends, twin, strict=True)]
     if not diffs or not all(math.isfinite(d) for d in diffs):
         return _same_verdict(c, other, how)
-    err = max(diffs)
+    err = cal * max(diffs)
     values = c.values | {"error": err, "error_how": how}
     verdict, reason = c.verdict, c.reason
     # the ends of the CI that decided (see `Limit`): holds needs the upper end below 0 (and,
@@ -122,7 +154,7 @@ def _limit_error_bars(c: Check, other: Check, how: str) -> Check:
     return dataclasses.replace(c, verdict=verdict, reason=reason, error=err, values=values)
 
 
-def _tolerance_error_bars(c: Check, other: Check, how: str) -> Check:
+def _tolerance_error_bars(c: Check, other: Check, how: str, cal: float) -> Check:
     """`with_error_bars` for a row judged with the toolkit's tolerances (see there)."""
     twin_flips = {f.name: f for f in other.critical if isinstance(f, Flip)}
     critical, errors, inside = [], {}, []
@@ -131,7 +163,7 @@ def _tolerance_error_bars(c: Check, other: Check, how: str) -> Check:
         if not isinstance(f, Flip) or g is None or not math.isfinite(f.value + g.value):
             critical.append(f)
             continue
-        err = abs(f.value - g.value)
+        err = cal * abs(f.value - g.value)
         errors[f.name] = err
         text = f"{f} ± {err:.2g} (numerical)"
         critical.append(Flip(text, f.name, f.value, f.at_least, f.default))

@@ -63,7 +63,9 @@ class ForAll:
     inside it is `undecided (numerical)`); `budget`, evaluations per local minimum.
 
     **Verdict:** `holds` when the smallest margin found is ≥ 0 (beyond its error bar),
-    `fails` when it is < 0, with the point where it was found; the row says the grid
+    `fails` when it is < 0, with the point where it was found; `undecided (numerical)`
+    when `error` is not given (NaN: "not estimated" is never "holds" — `with_error_bars`
+    gives it one from a companion solve and judges it then); the row says the grid
     spacing, the resolution reached and how many evaluations the search took. A NaN
     margin anywhere fails the claim there (the quantity is not defined)."""
 
@@ -140,6 +142,7 @@ class ForAll:
             f"{max(reached, 0.0):.2g}; {evals} evaluations)"
         )
         reasons = []
+        missing = ""
         outside = _outside(hyps)
         has_error = math.isfinite(self.error)
         if outside:
@@ -150,6 +153,14 @@ class ForAll:
             reasons.append(
                 f"the worst margin {worst:.2g} is inside the numerical error ±{abs(self.error):.2g}"
             )
+        elif not has_error and math.isfinite(worst):  # "not estimated" is never "holds"
+            verdict = UNDECIDED
+            missing = (
+                f"the numerical error of the margin is not estimated: the worst margin "
+                f"{worst:.2g} alone would say {HOLDS if worst >= 0 else FAILS!r}, which is not "
+                "a result; give it one (`error=`, or `with_error_bars` with a companion solve)"
+            )
+            reasons.append(missing)
         else:
             verdict = HOLDS if worst >= 0 else FAILS
         reasons.append(
@@ -177,7 +188,12 @@ class ForAll:
                 "grid_spacing": spacing,
                 "resolution": max(reached, 0.0),
                 "evaluations": evals,
-            },
+            }
+            | (
+                {"verdict_on_value": HOLDS if worst >= 0 else FAILS, "error_missing": missing}
+                if missing
+                else {}
+            ),
             kind="universal",
             margin=worst,
             error=abs(self.error) if has_error else None,
