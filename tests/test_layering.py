@@ -38,6 +38,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_claims.py": {"flows.claims._checks"},
         "tests/test_cli.py": {"flows._cli"},
         "tests/test_cli_bad_input.py": {"flows._cli", "flows._sweep"},
+        "tests/test_cli_check_jobs.py": {"flows._cli"},
         "tests/test_cli_check_progress.py": {"flows._cli"},
         "tests/test_cli_environment.py": {"flows._cli"},
         "tests/test_cli_start.py": {"flows._cli"},

@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--no-report", action="store_true", help="do not write report.html (and index.html)"
     )
+    c.add_argument(
+        "--jobs",
+        type=fl.count("--jobs", 1),
+        default=None,
+        help="papers run at once, each in its own worker process sharing the compilation "
+        "cache; results as a serial run's (default: the cores here; 1: one at a time in "
+        "this process)",
+    )
 
     s = sub.add_parser("simulate", help=words.COMMANDS["simulate"])
     s_sub = s.add_subparsers(dest="experiment", required=True, metavar="experiment")

@@ -7,6 +7,13 @@ of the time left from that run's recorded timeline (`Timings`), refreshed every 
 while a stage runs; the paper's lines are kept above the bar. Elsewhere (CI logs, pipes)
 the lines as they come, stamped with the time elapsed, and a line after each paper with
 the estimate for the rest. Either way a first line names the papers at once.
+
+Workers (`--jobs`, default: the cores; `jobs.py`): with two papers or more, each runs in a
+worker process of its own, up to `--jobs` at once, longest first (by the recorded
+timelines); their progress lines are merged as they come (each with its paper's name, one
+bar per running paper on a terminal), and their tables, files, `index.html`, JSON and exit
+status are put in the registry's order: those of a serial run. A worker that dies is named
+with the cause, every finished paper is kept, and the command exits 3.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import IO, Any
 
 from .._errors import ConfigError
 from .env import _command
-from .output import EXIT_FAILED, EXIT_OK
+from .output import EXIT_FAILED, EXIT_OK, EXIT_SOLVER
 
 #: The widest table drawn: a `COLUMNS` or `--width` beyond it (`COLUMNS=10²⁰`, which no
 #: terminal has) draws this wide; every line then fits on one line of any real terminal.
@@ -236,10 +243,18 @@ class _LiveProgress:
 
     live = True
     REFRESH_S = 1.0
+    #: Shared by every bar: several run at once under `--jobs` (one per running paper).
+    LOCK = threading.RLock()
 
-    def __init__(self, stream: IO[str], width: int, command_start: float):
+    def __init__(
+        self, stream: IO[str], width: int, command_start: float, position: int | None = None
+    ):
+        """`position`: the bar's line below the log when several papers run at once
+        (`--jobs`); the bar is then removed when its paper is done, and a line says so."""
         self.stream, self.width, self.command_start = stream, width, command_start
-        self.lock = threading.RLock()
+        self.position = position
+        self.name = ""
+        self.lock = self.LOCK
         self.bar = None
         self.times: list[float] = []
         self.recorded: dict | None = None
@@ -251,6 +266,7 @@ class _LiveProgress:
         from tqdm import tqdm
 
         with self.lock:
+            self.name = f"[{k}/{n}] {name}"
             self.times, self.recorded = [], recorded
             if recorded is None and last is not None:  # results.json: a wall time, no stages
                 self.recorded = {"lines": [], "wall_s": last, "recorded": ""}
@@ -267,7 +283,8 @@ class _LiveProgress:
                 # pty, `docker run -t`) made tqdm hide the bar
                 ncols=self.width,
                 nrows=max(shutil.get_terminal_size((120, 24)).lines, 24),
-                leave=True,
+                leave=self.position is None,
+                position=self.position,
                 mininterval=0.0,
             )
             self._postfix()
@@ -316,6 +333,8 @@ class _LiveProgress:
                 return
             self.bar.n = self.bar.total = max(len(self.times), 1)  # full: the paper is done
             self.bar.set_postfix_str(f"done in {_duration(wall)}", refresh=False)
+            if self.position is not None:  # one of several bars: it goes, a line stays
+                self.bar.write(f"{self.name}: done in {_duration(wall)}", file=self.stream)
             self.bar.close()
             self.bar = None
 
@@ -357,6 +376,34 @@ def _is_terminal(stream) -> bool:
         return False
 
 
+def _jobs(args, names, exps, stream, width) -> int:
+    """How many worker processes `flows check` runs the papers in: `--jobs` (default: the
+    cores), at most one per paper; 1 (the command's own process) for one paper or where a
+    paper cannot be sent to a worker (`jobs.sendable`). More jobs than cores is allowed and
+    said: the runs then share the cores, no faster."""
+    from . import jobs as _jobs_mod
+
+    cores = _jobs_mod.cores()
+    asked = getattr(args, "jobs", None)
+    jobs = cores if asked is None else asked
+    if asked is not None and asked > cores:
+        print(
+            _fit(
+                f"flows check: --jobs {asked} is more than the {cores} cores here; the runs "
+                f"will share them (no faster than --jobs {cores})",
+                width,
+                4,
+            ),
+            file=stream,
+            flush=True,
+        )
+    if len(names) < 2 or jobs < 2:
+        return 1
+    if not all(_jobs_mod.sendable(exps[n]) for n in names):
+        return 1
+    return min(jobs, len(names))
+
+
 def _cmd_check(args) -> int:
     from .._io import INDEX_NAME, OutputDir
     from ..claims._checks import any_failed, format_checks, json_safe
@@ -386,14 +433,16 @@ def _cmd_check(args) -> int:
         rec = recorded[n]
         previous[n] = rec["wall_s"] if rec else _previous_wall_s(out / n, configs[n])
     known = [w for n in names if (w := previous[n]) is not None]
+    jobs = _jobs(args, names, exps, progress_stream, width)
     total = (
         f"; about {_duration(sum(known))} in all (the last runs)"
         if len(known) == len(names)
         else ""
     )
+    workers = f"; {jobs} worker processes" if jobs > 1 else ""
     print(
         _fit(
-            f"flows check: {', '.join(names)} ({mode}) into {out}{total}",
+            f"flows check: {', '.join(names)} ({mode}) into {out}{total}{workers}",
             width,
             4,
         ),
@@ -401,12 +450,93 @@ def _cmd_check(args) -> int:
         flush=True,
     )
     live = _is_terminal(progress_stream)
-    progress: _PlainProgress | _LiveProgress = (_LiveProgress if live else _PlainProgress)(
-        progress_stream, width, command_start
-    )
     failed = False
     done: list[dict] = []
 
+    def finish(k: int, name: str, result, wall: float) -> None:
+        """A paper's run is over (in registry order): its report, table and files."""
+        nonlocal failed
+        exp = exps[name]
+        files = [str(f) for f in result.files]
+        report_path = None
+        if report:
+            report_path = _write_report(exp, result, out, mode=mode, wall_s=wall)
+            if report_path is not None:
+                files.append(str(report_path))
+        failed |= any_failed(result.checks)
+        done.append(
+            {
+                "name": name,
+                "title": exp.title,
+                "mode": mode,
+                "wall_s": wall,
+                "failed": any_failed(result.checks),
+                "checks": result.checks,
+                "files": files,
+                "report": f"{name}/{report_path.name}" if report_path else None,
+            }
+        )
+        if as_json:
+            if not live:
+                _progress_line(
+                    k, names, done, command_start, previous, progress_stream, width, jobs
+                )
+            return
+        print(f"\n== {name} ({mode}; {wall:.0f}s) ==")
+        print(format_checks(result.checks, args.format, width))
+        print(_fit("wrote: " + ", ".join(files), width, 2))
+        if len(names) > 1 and not live:
+            _progress_line(k, names, done, command_start, previous, progress_stream, width, jobs)
+
+    lost: dict[str, str] = {}
+    if jobs > 1:
+        lost = _run_parallel(
+            names, exps, configs, out, jobs, no_cache, recorded, timings, finish,
+            progress_stream, width, command_start, live,
+        )  # fmt: skip
+    else:
+        _run_serial(
+            names, exps, configs, out, recorded, timings, finish,
+            progress_stream, width, command_start, live,
+        )  # fmt: skip
+    if report and len(names) > 1:
+        index = _write_index(out, done, mode=mode, wall_s=time.perf_counter() - command_start)
+        if index is not None and not as_json:
+            print(_fit(f"wrote: {index}", width, 2))
+    if as_json:
+        payload: dict[str, Any] = {
+            "experiments": [
+                {**{k: v for k, v in e.items() if k != "checks"},
+                 "checks": [c.to_dict() for c in e["checks"]]}
+                for e in done
+            ],
+            "failed": failed,
+        }  # fmt: skip
+        if lost:
+            payload["lost"] = [{"name": n, "reason": why} for n, why in lost.items()]
+        print(json.dumps(json_safe(payload), indent=1, ensure_ascii=False))
+    if lost:
+        kept = ", ".join(e["name"] for e in done) or "none"
+        for name, why in lost.items():
+            print(
+                f"flows: error: the run of {name} was lost: {why}. Its results were not "
+                f"written; every finished paper's are kept ({kept}). Rerun `flows check "
+                f"{name}` (alone, it has the machine's memory to itself).",
+                file=sys.stderr,
+            )
+        return EXIT_SOLVER
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _run_serial(
+    names, exps, configs, out, recorded, timings, finish, stream, width, command_start, live
+) -> None:
+    """Every paper in turn in this process, its progress shown as it runs."""
+    from ..claims._checks import any_failed
+
+    progress: _PlainProgress | _LiveProgress = (_LiveProgress if live else _PlainProgress)(
+        stream, width, command_start
+    )
     try:
         for k, name in enumerate(names, 1):
             exp = exps[name]
@@ -421,61 +551,107 @@ def _cmd_check(args) -> int:
             wall = time.perf_counter() - start
             progress.end(wall, not any_failed(result.checks))
             timings.record(name, cfg, progress.times, wall)
-            files = [str(f) for f in result.files]
-            report_path = None
-            if report:
-                report_path = _write_report(exp, result, out, mode=mode, wall_s=wall)
-                if report_path is not None:
-                    files.append(str(report_path))
-            failed |= any_failed(result.checks)
-            done.append(
-                {
-                    "name": name,
-                    "title": exp.title,
-                    "mode": mode,
-                    "wall_s": wall,
-                    "failed": any_failed(result.checks),
-                    "checks": result.checks,
-                    "files": files,
-                    "report": f"{name}/{report_path.name}" if report_path else None,
-                }
-            )
-            if as_json:
-                if not live:
-                    _progress_line(k, names, done, command_start, previous, progress_stream, width)
-                continue
-            print(f"\n== {name} ({mode}; {wall:.0f}s) ==")
-            print(format_checks(result.checks, args.format, width))
-            print(_fit("wrote: " + ", ".join(files), width, 2))
-            if len(names) > 1 and not live:
-                _progress_line(k, names, done, command_start, previous, progress_stream, width)
+            finish(k, name, result, wall)
     finally:
         progress.close()
-    if report and len(names) > 1:
-        index = _write_index(out, done, mode=mode, wall_s=time.perf_counter() - command_start)
-        if index is not None and not as_json:
-            print(_fit(f"wrote: {index}", width, 2))
-    if as_json:
-        payload = {
-            "experiments": [
-                {**{k: v for k, v in e.items() if k != "checks"},
-                 "checks": [c.to_dict() for c in e["checks"]]}
-                for e in done
-            ],
-            "failed": failed,
-        }  # fmt: skip
-        print(json.dumps(json_safe(payload), indent=1, ensure_ascii=False))
-    return EXIT_FAILED if failed else EXIT_OK
 
 
-def _progress_line(k, names, done, command_start, previous, stream, width) -> None:
+def _run_parallel(
+    names, exps, configs, out, jobs, no_cache, recorded, timings, finish,
+    stream, width, command_start, live,
+) -> dict[str, str]:  # fmt: skip
+    """The papers in `jobs` worker processes (`jobs.run_workers`); their progress lines
+    merged as they come (each with its paper's name), their tables and files in the
+    registry's order as soon as every paper before them is done. A worker's exception is
+    re-raised when its turn comes (as a serial run would have raised it); a worker that
+    died is returned, name → why, with every other paper finished."""
+    from ..claims._checks import any_failed
+    from .jobs import Task, longest_first, run_workers
+
+    tasks = [Task(n, exps[n], configs[n], out) for n in names]
+    walls = {n: (recorded[n] or {}).get("wall_s") or _previous_wall_s(out / n, configs[n])
+             for n in names}  # fmt: skip
+    index = {n: k for k, n in enumerate(names, 1)}
+    progress: dict[str, _PlainProgress | _LiveProgress] = {}
+    slots: dict[str, int] = {}
+    over: dict[str, tuple] = {}  # name → ("done", result, wall) | ("error", exc) | ("lost", why)
+    lost: dict[str, str] = {}
+    turn = 0  # names[turn] is the next paper to report
+
+    def flush() -> None:
+        nonlocal turn
+        while turn < len(names) and names[turn] in over:
+            name = names[turn]
+            event = over.pop(name)
+            turn += 1
+            if event[0] == "error":
+                raise event[1]
+            if event[0] == "lost":
+                lost[name] = event[1]
+                continue
+            finish(index[name], name, event[1], event[2])
+
+    events = run_workers(tasks, jobs, no_cache=no_cache, start=longest_first(names, walls))
+    try:
+        for event in events:
+            kind, name = event[0], event[1]
+            if kind == "start":
+                slot = min(set(range(len(names))) - set(slots.values()))
+                slots[name] = slot
+                p = (_LiveProgress if live else _PlainProgress)(
+                    stream, width, command_start, **({"position": slot} if live else {})
+                )
+                progress[name] = p
+                cfg = configs[name]
+                p.begin(
+                    index[name], len(names), name, recorded[name],
+                    _previous_wall_s(out / name, cfg),
+                )  # fmt: skip
+                continue
+            if kind == "line":
+                text = event[2]
+                tag = f"[{name}]"
+                if text.strip() and not text.lstrip().startswith(tag):
+                    text = f"{tag} {text}"
+                if name in progress:
+                    progress[name].write(text)
+                continue
+            p = progress.pop(name, None)
+            slots.pop(name, None)
+            if kind == "done":
+                result, wall = event[2], event[3]
+                if p is not None:
+                    p.end(wall, not any_failed(result.checks))
+                    p.close()
+                    timings.record(name, configs[name], p.times, wall)
+                over[name] = ("done", result, wall)
+            else:
+                if p is not None:
+                    p.close()
+                over[name] = (kind, event[2])
+                if kind == "lost" and not live:
+                    print(
+                        _fit(f"[{index[name]}/{len(names)}] {name}: lost ({event[2]})", width, 4),
+                        file=stream,
+                        flush=True,
+                    )
+            flush()
+        flush()
+    finally:
+        events.close()
+        for p in progress.values():
+            p.close()
+    return lost
+
+
+def _progress_line(k, names, done, command_start, previous, stream, width, jobs=1) -> None:
     """'[k/n] name done in …; elapsed …, about … left' after each experiment: the estimate
     uses the wall time of the last run in each remaining folder where there is one, else
-    the mean of the experiments finished now."""
+    the mean of the experiments finished now (shared among `jobs` workers)."""
     elapsed = time.perf_counter() - command_start
     left = names[k:]
     mean = sum(e["wall_s"] for e in done) / len(done)
-    est = sum(previous.get(n) or mean for n in left)
+    est = sum(previous.get(n) or mean for n in left) / max(min(jobs, len(left)), 1)
     tail = f"; about {_duration(est)} left (estimate)" if left else "; all done"
     print(
         _fit(
