@@ -24,7 +24,8 @@ from .._solve.trajectory import Trajectory, assemble_trajectory, flat_params
 from .._solvers import check_error_norm
 from .._validate import as_float, as_int
 from ._loop import loop, run
-from ._net import SWITCH_RESIDUAL_MAX, UNRESOLVED_RUN, Layout, Net, Settings, layout_of
+from ._net import SWITCH_RESIDUAL_MAX, UNRESOLVED_RUN, Layout, Net, Settings, Stop, layout_of
+from ._pattern import Pattern
 
 #: Clocks of the non-smooth solver: dt/ds = 1 (physical), 1 + t (log: s = ln(1 + t)) or
 #: 1/L (loss); t is carried as a state, so save times are located like events.
@@ -43,13 +44,13 @@ KINK_OBSERVABLES = {
 }
 
 _CODES = {
-    0: Result.successful,
-    1: Result.max_steps_reached,
-    2: Result.step_size_collapsed,
-    3: Result.nonfinite,
-    4: Result.solver_failed,  # event storm
-    5: Result.solver_failed,  # too many pairs at a kink / sliding
-    6: Result.solver_failed,  # undecided events in a row
+    Stop.OK: Result.successful,
+    Stop.MAX_STEPS: Result.max_steps_reached,
+    Stop.STEP_COLLAPSED: Result.step_size_collapsed,
+    Stop.NONFINITE: Result.nonfinite,
+    Stop.STORM: Result.solver_failed,
+    Stop.OUT_OF_SLOTS: Result.solver_failed,
+    Stop.UNDECIDED: Result.solver_failed,
 }
 
 #: Compiled loops, keyed by (run/resume, settings, problem structure); at most 16.
@@ -73,7 +74,7 @@ def _resume(dynamic, tols, carry, ts, pts_mask, t1, *, static, settings, layout)
     """The loop continued from `carry` (a stopped run's final carry, its slots padded to
     `settings`' sizes by `grow_slots`)."""
     problem = eqx.combine(dynamic, static)
-    carry = {**carry, "code": jnp.int32(0), "pair": jnp.int32(-1)}
+    carry = {**carry, "code": jnp.int32(Stop.OK), "pair": jnp.int32(-1)}
     return loop(Net.build(problem, settings, layout, tols), carry, ts, pts_mask, t1)
 
 
@@ -85,15 +86,15 @@ def grow_slots(carry: dict, m_new: int) -> dict:
     m = idx.shape[0]
     extra = m_new - m
     eye = jnp.eye(m_new, dtype=J.dtype)
-    pat = (
-        piece,
-        off,
-        jnp.pad(idx, (0, extra)),
-        jnp.pad(kink, (0, extra)),
-        jnp.pad(on, (0, extra)),
-        eye.at[:m, :m].set(J),
-        jnp.pad(lam0, (0, extra)),
-        kappa,
+    pat = Pattern(
+        piece=piece,
+        off=off,
+        idx=jnp.pad(idx, (0, extra)),
+        kink=jnp.pad(kink, (0, extra)),
+        on=jnp.pad(on, (0, extra)),
+        J=eye.at[:m, :m].set(J),
+        lam0=jnp.pad(lam0, (0, extra)),
+        kappa=kappa,
     )
     return {**carry, "pat": pat}
 
@@ -206,7 +207,7 @@ def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bou
     out = jax.block_until_ready(compiled(*args))
     wall_s = time.perf_counter() - start
     growth = []
-    while int(out["code"]) == 5:
+    while int(out["code"]) == Stop.OUT_OF_SLOTS:
         n_near, n_slide = (int(v) for v in out["need"])
         grow_c = n_near > settings.max_candidates
         grow_m = n_slide > settings.max_sliding
@@ -248,31 +249,33 @@ def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bou
 def _reason(code: int, t_reached: float, pair, bounds: _Bounds, settings: Settings) -> str:
     """Why the loop stopped, in the user's terms."""
     return {
-        0: "successful",
-        1: f"max_steps ({bounds.max_steps}) or max_events ({bounds.max_events}) reached",
-        2: "step size collapsed (h < 1e-14·|s|)",
-        3: "non-finite (NaN/Inf) state",
-        4: f"event storm: {settings.storm_window} switching events within a time span ≤ "
+        Stop.OK: "successful",
+        Stop.MAX_STEPS: f"max_steps ({bounds.max_steps}) or max_events ({bounds.max_events}) "
+        "reached",
+        Stop.STEP_COLLAPSED: "step size collapsed (h < 1e-14·|s|)",
+        Stop.NONFINITE: "non-finite (NaN/Inf) state",
+        Stop.STORM: f"event storm: {settings.storm_window} switching events within a time span ≤ "
         f"{settings.storm_span:g}·max(1, t) near t = {t_reached:.6g} (last pair: {pair}) — "
         "chattering that the sliding decision did not catch",
-        6: f"{UNRESOLVED_RUN} events in a row near t = {t_reached:.6g} whose Filippov decision "
-        f"did not settle (last pair: {pair}): several coupled kinks — in deep nets ż is "
-        "multilinear in the slopes of one sample's pairs in different layers — that neither "
-        "the active-set decision, the semismooth Newton solve of the complementarity "
+        Stop.UNDECIDED: f"{UNRESOLVED_RUN} events in a row near t = {t_reached:.6g} whose "
+        f"Filippov decision did not settle (last pair: {pair}): several coupled kinks — in "
+        "deep nets ż is multilinear in the slopes of one sample's pairs in different layers — "
+        "that neither the active-set decision, the semismooth Newton solve of the complementarity "
         "problem nor the minimum-norm Clarke fallback resolves",
-        5: f"more than max_candidates = {bounds.max_candidates} pairs at a kink at once, or "
-        f"more than max_sliding = {bounds.max_sliding} pairs sliding, at t = {t_reached:.6g} "
-        f"(pair: {pair})",
-    }[code]
+        Stop.OUT_OF_SLOTS: f"more than max_candidates = {bounds.max_candidates} pairs at a kink at "
+        f"once, or more than max_sliding = {bounds.max_sliding} pairs sliding, at "
+        f"t = {t_reached:.6g} (pair: {pair})",
+    }[Stop(code)]
 
 
 _ADVICE = {
-    1: "Increase `max_steps`/`max_events`, or shorten `t1`.",
-    2: "Loosen rtol, or check for a finite-time blow-up.",
-    3: "Check the data and initialization for overflow.",
-    4: "Raise `max_sliding`, or use a smoothed activation (`smoothing=ε`) to compare.",
-    5: "Raise `max_candidates`/`max_sliding` (symmetric data puts many pairs on a kink at once).",
-    6: "Use a smoothed activation (`smoothing=ε`, ε → 0) with `flows.simulate`, or "
+    Stop.MAX_STEPS: "Increase `max_steps`/`max_events`, or shorten `t1`.",
+    Stop.STEP_COLLAPSED: "Loosen rtol, or check for a finite-time blow-up.",
+    Stop.NONFINITE: "Check the data and initialization for overflow.",
+    Stop.STORM: "Raise `max_sliding`, or use a smoothed activation (`smoothing=ε`) to compare.",
+    Stop.OUT_OF_SLOTS: "Raise `max_candidates`/`max_sliding` (symmetric data puts many pairs on "
+    "a kink at once).",
+    Stop.UNDECIDED: "Use a smoothed activation (`smoothing=ε`, ε → 0) with `flows.simulate`, or "
     "`flows.gradient_descent` rerun at η/4 to check its convergence in η.",
 }
 
@@ -435,7 +438,7 @@ def _assemble(problem, out, ts, pts_mask, layout: Layout, settings, bounds, conf
     """The final carry as a `Trajectory` (or a `SolverError` with `throw`), its statistics
     and the switching certificate."""
     k = int(out["k"])
-    code = int(out["code"])
+    code = Stop(int(out["code"]))
     t_reached = float(out["y"][2])
     obs = {name: np.asarray(v)[:k] for name, v in out["buf"].items()}
     kp = int(out["kp"])

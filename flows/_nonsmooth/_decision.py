@@ -132,7 +132,7 @@ def solve_sides(net: Net, ev: Event, side, start, override=None):
     """(λ, ż) of every candidate under `side` (sliding ones by the equivalent control,
     Newton from `start`); `override` (K,), where finite, fixes that candidate's slope to
     the value given instead of its side's."""
-    piece, off = ev.pat[0], ev.pat[1]
+    piece, off = ev.pat.piece, ev.pat.off
     slide = ev.on & (side == 2)
     lam_fixed = jnp.where(side == 0, ev.sl_l, ev.sl_r)
     if override is not None:
@@ -150,7 +150,7 @@ def solve_sides(net: Net, ev: Event, side, start, override=None):
 
 def _equivalent_control_k(net: Net, ev: Event, on_k, lam0, fix):
     """λ of the candidates `on_k` with ż + κ(z − c) = 0: two damped Newton steps."""
-    piece_b, off_b = ev.pat[0], ev.pat[1]
+    piece_b, off_b = ev.pat.piece, ev.pat.off
     idx_k, kink_b = ev.idx, ev.kink
 
     def zdot_s(lam):
@@ -159,7 +159,7 @@ def _equivalent_control_k(net: Net, ev: Event, on_k, lam0, fix):
         A, S = affine(net, (piece_b, off_b, idx_k, kink_b, on_k), lam)
         A, S = fix(A, S)
         zd, _, z = zdot_z(net, ev.theta, A, S)
-        ret = ev.pat[7] * (z[idx_k] - net.c[kink_b])
+        ret = ev.pat.kappa * (z[idx_k] - net.c[kink_b])
         return jnp.where(on_k, zd[idx_k] + ret, 0.0)
 
     lam_k = lam0
@@ -406,7 +406,7 @@ def min_norm_sides(net: Net, ev: Event):
     min ‖∇L(λ)‖² on the box (∇L linearized in λ at the box middles; exact for one hidden
     layer), by coordinate descent; λ at an end → that side, inside → sliding. Used when
     the Filippov active-set iteration does not settle."""
-    piece, off = ev.pat[0], ev.pat[1]
+    piece, off = ev.pat.piece, ev.pat.off
     all_on, blo, bhi = ev.on, ev.blo, ev.bhi
     lam_c = jnp.where(all_on, 0.5 * (blo + bhi), 0.0)
 
@@ -440,7 +440,7 @@ def complementarity(net: Net, ev: Event, start):
     scaled, with a backtracking line search. Where the one-pair-at-a-time iteration cycles
     (deep nets: ż multilinear in the slopes of one sample's pairs in several layers), this
     finds the interior root it misses. Returns (sides, λ, converged)."""
-    piece, off = ev.pat[0], ev.pat[1]
+    piece, off = ev.pat.piece, ev.pat.off
     all_on, blo, bhi = ev.on, ev.blo, ev.bhi
     dtype = net.dtype
     # F ≥ 0 at the lower end of the box: ż ≤ 0 there when that end is the left piece's
@@ -450,7 +450,7 @@ def complementarity(net: Net, ev: Event, start):
     def zdot_c(lam):
         A, S = affine(net, (piece, off, ev.idx, ev.kink, all_on), lam)
         zd, _, z = zdot_z(net, ev.theta, A, S)
-        ret = ev.pat[7] * (z[ev.idx] - net.c[ev.kink])
+        ret = ev.pat.kappa * (z[ev.idx] - net.c[ev.kink])
         return jnp.where(all_on, zd[ev.idx] + ret, 0.0)
 
     lam0 = jnp.where(all_on, jnp.clip(start, blo, bhi), 0.0)
@@ -517,7 +517,7 @@ def new_pattern(net: Net, y, ev: Event, side, start, unresolved, lam_all=None):
     `solve_sides(net, ev, side, start)[0]` where the caller has it (else solved here)."""
     C, M, P = net.C, net.M, net.P
     theta = y[0]
-    piece, off, on = ev.pat[0], ev.pat[1], ev.pat[4]
+    piece, off, on = ev.pat.piece, ev.pat.off, ev.pat.on
     all_idx, all_on, all_kink = ev.idx, ev.on, ev.kink
     if lam_all is None:
         lam_all, _ = solve_sides(net, ev, side, start)
@@ -553,8 +553,8 @@ def new_pattern(net: Net, y, ev: Event, side, start, unresolved, lam_all=None):
     # pairs held by the sliding ones (or constant) under the new pattern cannot switch
     # until the pattern upstream changes (an event, where this is recomputed)
     near2 = jnp.min(jnp.abs(z2[:, None] - net.c[None, :]), axis=1) <= ev.tol_j
-    off2 = jnp.where(slaved(net, theta, pat2, pat2[6])[0] & near2, jnp.inf, off2)
-    pat2 = (piece2, off2, *pat2[2:])
+    off2 = jnp.where(slaved(net, theta, pat2, pat2.lam0)[0] & near2, jnp.inf, off2)
+    pat2 = pat2._replace(piece=piece2, off=off2)
     # the switching residual: |z − c| of the located pair(s), relative to the scale
     cand = ev.cand
     resid = jnp.max(

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from .._trees import tree_rms
 from ._decision import decide
-from ._net import UNRESOLVED_RUN, Net
+from ._net import UNRESOLVED_RUN, Net, Stop
 from ._pattern import initial_pattern, layer_scales, sliding_mask
 from ._sliding import margins, project, rate, vector_field, with_jacobian
 
@@ -165,7 +165,7 @@ def start(net: Net, theta0, ts, pts_mask, t0, t1):
         "events": jnp.int32(0),
         "root_evals": jnp.int32(0),
         "ring": ring,
-        "code": jnp.int32(0),
+        "code": jnp.int32(Stop.OK),
         "pair": jnp.int32(-1),
         "unresolved": jnp.int32(0),
         "unresolved_run": jnp.int32(0),
@@ -180,7 +180,7 @@ def loop(net: Net, carry, ts, pts_mask, t1):
     n_save = net.settings.n_save
 
     def cond(c):
-        return (c["k"] < n_save) & (c["code"] == 0)
+        return (c["k"] < n_save) & (c["code"] == Stop.OK)
 
     return jax.lax.while_loop(cond, lambda c: step(net, c, ts, pts_mask, t1), carry)
 
@@ -254,8 +254,8 @@ def step(net: Net, c, ts, pts_mask, t1):
         finite, jnp.clip(0.9 * jnp.maximum(err, 1e-10) ** (-1.0 / 5.0), 0.2, 5.0), 0.25
     )
     steps = c["steps"] + 1
-    code = jnp.where(steps >= settings.max_steps, 1, 0)
-    code = jnp.where(h < 1e-14 * jnp.maximum(jnp.abs(s), 1.0), 2, code)
+    code = jnp.where(steps >= settings.max_steps, Stop.MAX_STEPS, Stop.OK)
+    code = jnp.where(h < 1e-14 * jnp.maximum(jnp.abs(s), 1.0), Stop.STEP_COLLAPSED, code)
 
     def rejected(_):
         return {
@@ -263,7 +263,7 @@ def step(net: Net, c, ts, pts_mask, t1):
             "h": h * factor,
             "steps": steps,
             "rejected": c["rejected"] + 1,
-            "code": jnp.where(finite | (h > 1e-300), code, 3).astype(jnp.int32),
+            "code": jnp.where(finite | (h > 1e-300), code, Stop.NONFINITE).astype(jnp.int32),
         }
 
     trial = {"h": h, "y1": y1, "dense": dense, "st1": st1, "factor": factor, "code": code}
@@ -342,8 +342,12 @@ def _with_event(net: Net, cc, s, pat, y_e, tau_e, trial):
     events = cc["events"] + 1
     unres_run = jnp.where(info["unresolved"], cc["unresolved_run"] + 1, 0)
     stuck = unres_run >= UNRESOLVED_RUN
-    code2 = jnp.where(info["over"], 5, jnp.where(storm, 4, jnp.where(stuck, 6, code)))
-    code2 = jnp.where(events >= settings.max_events, 1, code2)
+    code2 = jnp.where(
+        info["over"],
+        Stop.OUT_OF_SLOTS,
+        jnp.where(storm, Stop.STORM, jnp.where(stuck, Stop.UNDECIDED, code)),
+    )
+    code2 = jnp.where(events >= settings.max_events, Stop.MAX_STEPS, code2)
     decided = {
         "pat": pat2,
         "counts": counts,
@@ -381,8 +385,8 @@ def _no_event(net: Net, cc, s, pat, trial, y_new):
         "h": h * trial["factor"],
         "st": trial["st1"],
         # after a projection the step's last stage is no longer f(y): recompute
-        "jump": jnp.any(pat[4]),
-        "pat": with_jacobian(net, y_new[0], pat, y_new, pat[6]),
+        "jump": jnp.any(pat.on),
+        "pat": with_jacobian(net, y_new[0], pat, y_new, pat.lam0),
         "unresolved_run": jnp.int32(0),
         "code": trial["code"].astype(jnp.int32),
     }

@@ -5,6 +5,7 @@ that tune the switching logic."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Callable
 
@@ -45,6 +46,19 @@ DAMPING = 1e-8
 #: a random direction tangent to their kinks is below this fraction of that along the
 #: direction itself (exactly zero in exact arithmetic; an independent pair gives O(1)).
 SLAVED_RATIO = 1e-8
+
+
+class Stop(enum.IntEnum):
+    """Why the event loop stopped (its carry's `code`, an int32 under JIT: the members are
+    ints, so `jnp.where(cond, Stop.STORM, code)` traces as before)."""
+
+    OK = 0  # reached t1 (or a stop event)
+    MAX_STEPS = 1  # max_steps or max_events
+    STEP_COLLAPSED = 2  # h < 1e-14·|s|
+    NONFINITE = 3  # a NaN/Inf state
+    STORM = 4  # storm_window switching events within storm_span·max(1, t)
+    OUT_OF_SLOTS = 5  # more pairs at a kink or sliding than the slots hold (resumed larger)
+    UNDECIDED = 6  # UNRESOLVED_RUN events in a row whose Filippov decision did not settle
 
 
 @dataclasses.dataclass(frozen=True)

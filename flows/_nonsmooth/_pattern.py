@@ -1,7 +1,8 @@
 """The network under an activation pattern: every pair's σ replaced by the affine map of
 its piece (or, sliding, by σ(z) = vc + λ(z − c) with its equivalent-control slope λ).
 
-A pattern is the tuple `pat` = (piece, off, idx, kink, on, J, lam0, kappa):
+A pattern is a `Pattern` (a NamedTuple, so a pytree): `pat` = (piece, off, idx, kink, on, J,
+lam0, kappa):
 
 - `piece` (P,) int: each pair's piece; `off` (P,): an offset added to its margin (a pair
   that starts a segment on its edge gets a small positive margin; inf: held, see
@@ -15,11 +16,25 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from ._net import Net
+
+
+class Pattern(NamedTuple):
+    """The activation pattern of a segment (the module docstring names each field)."""
+
+    piece: jax.Array
+    off: jax.Array
+    idx: jax.Array
+    kink: jax.Array
+    on: jax.Array
+    J: jax.Array
+    lam0: jax.Array
+    kappa: jax.Array
 
 
 def forward(net: Net, theta, A, S):
@@ -99,13 +114,13 @@ def initial_pattern(net: Net, theta0):
         z = preacts(net, theta0, A, S)
         piece = jnp.searchsorted(net.c, z, side="right").astype(jnp.int32)
         A, S = net.a[piece], net.s[piece]
-    return (
-        piece,
-        jnp.zeros((P,), dtype),
-        jnp.zeros((M,), jnp.int32),
-        jnp.zeros((M,), jnp.int32),
-        jnp.zeros((M,), bool),
-        jnp.eye(M, dtype=dtype),
-        jnp.zeros((M,), dtype),
-        jnp.zeros((), dtype),
+    return Pattern(
+        piece=piece,
+        off=jnp.zeros((P,), dtype),
+        idx=jnp.zeros((M,), jnp.int32),
+        kink=jnp.zeros((M,), jnp.int32),
+        on=jnp.zeros((M,), bool),
+        J=jnp.eye(M, dtype=dtype),
+        lam0=jnp.zeros((M,), dtype),
+        kappa=jnp.zeros((), dtype),
     )

@@ -10,7 +10,16 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from ._net import BOX_TOL, DAMPING, SLAVED_RATIO, SLIDING_RETURN, Net
-from ._pattern import affine, box, layer_scales, loss_pat, preacts, sliding_mask, zdot_z
+from ._pattern import (
+    Pattern,
+    affine,
+    box,
+    layer_scales,
+    loss_pat,
+    preacts,
+    sliding_mask,
+    zdot_z,
+)
 
 
 def damped_solve(J: jax.Array, r: jax.Array, on: jax.Array | None = None) -> jax.Array:
@@ -92,7 +101,7 @@ def slaved(net: Net, theta, pat, lam):
     vanishes against that along the direction itself (exactly zero for a zero normal:
     structural zeros propagate)."""
     M = net.M
-    on, idx = pat[4], pat[2]
+    on, idx = pat.on, pat.idx
     A, S = affine(net, pat, lam)
     flat, unravel = ravel_pytree(theta)
     v = jax.random.normal(jax.random.PRNGKey(20261201), flat.shape, net.dtype)
@@ -129,13 +138,13 @@ def slaved(net: Net, theta, pat, lam):
 def zdot_sliding(net: Net, theta, pat, lam):
     """ż + κ(z − c) of the sliding pairs (0 in empty slots) with their slopes set to λ:
     the equivalent control makes it 0, so a pair that drifted off its kink by integration
-    error returns at rate κ (`pat[7]`, SLIDING_RETURN per unit of the clock) instead of
+    error returns at rate κ (`pat.kappa`, SLIDING_RETURN per unit of the clock) instead of
     drifting further."""
     _, _, idx, kink, on = pat[:5]
     A, S = affine(net, pat, lam)
     zd, _, z = zdot_z(net, theta, A, S)
     i = jnp.where(on, idx, 0)
-    return jnp.where(on, zd[i] + pat[7] * (z[i] - net.c[kink]), 0.0)
+    return jnp.where(on, zd[i] + pat.kappa * (z[i] - net.c[kink]), 0.0)
 
 
 def sliding_jacobian(net: Net, theta, pat, warm):
@@ -146,7 +155,7 @@ def sliding_jacobian(net: Net, theta, pat, warm):
     accepted step, then held fixed within a step: the field's λ is two Newton steps from
     λ₀ with J (smooth in θ, two gradients per evaluation instead of M)."""
     M = net.M
-    on = pat[4]
+    on = pat.on
     eye = jnp.eye(M, dtype=net.dtype)
 
     def jac_at(lam):
@@ -173,11 +182,11 @@ def project(net: Net, theta, pat):
     norm, Δθ = −J_zᵀ(J_z J_zᵀ)⁻¹(z_S − c): integration error would otherwise let them drift
     off (by ~100·rtol per unit of the clock). Exact where z is linear in θ (first layer); a
     no-op when nothing slides."""
-    on, idx, kink = pat[4], pat[2], pat[3]
+    on, idx, kink = pat.on, pat.idx, pat.kink
     flat, unravel = ravel_pytree(theta)
 
     def z_s(v):
-        A, S = affine(net, pat, pat[6])
+        A, S = affine(net, pat, pat.lam0)
         z = preacts(net, unravel(v), A, S)
         return jnp.where(on, z[jnp.where(on, idx, 0)] - net.c[kink], 0.0)
 
@@ -194,10 +203,13 @@ def with_jacobian(net: Net, theta, pat, y, warm):
     """The pattern with the sliding pairs' λ₀, Jacobian and return rate at state y (Newton
     for λ₀ from `warm` where finite)."""
     M, dtype = net.M, net.dtype
+    # `pat` may be the first five fields alone (piece, off, idx, kink, on): the decision's
+    # new pattern; the clock's rate reads only those
+    pat = Pattern(*pat[:5], jnp.eye(M, dtype=dtype), jnp.zeros((M,), dtype), jnp.zeros((), dtype))
     kappa = SLIDING_RETURN / jnp.maximum(rate(net, y, theta, pat), net.tiny)
-    pat = (*pat[:5], jnp.eye(M, dtype=dtype), jnp.zeros((M,), dtype), kappa)
+    pat = pat._replace(kappa=kappa)
     lam0, J = sliding_jacobian(net, theta, pat, warm)
-    return (*pat[:5], J, lam0, kappa)
+    return pat._replace(J=J, lam0=lam0, kappa=kappa)
 
 
 def equivalent_control(net: Net, theta, pat):
@@ -208,14 +220,14 @@ def equivalent_control(net: Net, theta, pat):
     lam = jax.lax.fori_loop(
         0,
         2,
-        lambda _, lam: lam - damped_solve(pat[5], zdot_sliding(net, theta, pat, lam), pat[4]),
-        pat[6],
+        lambda _, lam: lam - damped_solve(pat.J, zdot_sliding(net, theta, pat, lam), pat.on),
+        pat.lam0,
     )
-    return jnp.where(pat[4], lam, 0.0)
+    return jnp.where(pat.on, lam, 0.0)
 
 
 def lam_mid(net: Net, pat):
-    kink, on = pat[3], pat[4]
+    kink, on = pat.kink, pat.on
     lo, hi = box(net, kink)
     return jnp.where(on, 0.5 * (lo + hi), 0.0)
 
@@ -223,7 +235,7 @@ def lam_mid(net: Net, pat):
 def sliding_lam(net: Net, theta, pat):
     """λ of the sliding pairs (`equivalent_control`), zeros when none slides."""
     return jax.lax.cond(
-        jnp.any(pat[4]),
+        jnp.any(pat.on),
         lambda _: equivalent_control(net, theta, pat),
         lambda _: jnp.zeros((net.M,), net.dtype),
         None,
