@@ -15,7 +15,7 @@ from flows import Check
 from flows._cli import app as _cli
 from flows._cli.check import Timings, time_left
 from flows.experiments import EXPERIMENTS
-from flows.experiments.base import Report
+from flows.plugin import Report
 
 NAME = "deep-linear"
 

@@ -22,9 +22,9 @@ from flows._cli.check import MAX_WIDTH, terminal_width
 from flows._cli.output import path_refusal
 from flows._solve.stats import Result, advice
 from flows.experiments import EXPERIMENTS
-from flows.experiments.base import Report
 from flows.experiments.deep_linear import teacher_data
 from flows.experiments.deep_linear.model import TwoLayerLinear
+from flows.plugin import Report
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--m", "5", "--n", "10", "--t1", "0.2", "--n-save", "3"]

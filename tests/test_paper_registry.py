@@ -1,101 +1,42 @@
 """One paper registry (`flows.experiments.EXPERIMENTS`): the built-in papers, then the
 `flows.papers` entry points of installed packages — a paper from outside the repository
-is added with zero edits to `flows/` (shown here by an installed-looking distribution on
-the path, driven through the real command line), and a broken plug-in is skipped with a
-warning, never stopping the others."""
+is added with zero edits to `flows/` (shown here by the example package
+`examples/toy_paper`, installed by pip and driven through the real command line), and a
+broken plug-in is skipped with a warning, never stopping the others."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
-import textwrap
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 
 from flows.experiments import BUILTIN, ENTRY_POINT_GROUP, EXPERIMENTS, discover
 
-TOY = textwrap.dedent(
-    '''
-    """A paper outside the toolkit: the loss of a small tanh net decreases."""
-    import json
-    from pathlib import Path
-
-    import numpy as np
-
-    import flows
-    from flows.experiments import AbstractExperiment, Report, Simulated
-    from flows.models import TwoLayer
+#: The example paper package: its own pyproject.toml declares the entry point.
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "toy_paper"
 
 
-    def problem():
-        x = np.linspace(-1, 1, 8)[:, None]
-        data = flows.from_arrays(x, np.tanh(2 * x))
-        return flows.make_problem(TwoLayer(m=4, d=1, alpha=0.5), data, 0)
-
-
-    class Toy(AbstractExperiment):
-        name = "toy-paper"
-        title = "A toy paper"
-        files = ("results.json",)
-        simulate_flags = ()
-        identities = "toy_paper_identities"
-
-        def default_config(self, quick=False):
-            return {"t1": 0.5 if quick else 1.0}
-
-        def run(self, cfg, out, *, progress=True):
-            traj = flows.simulate(problem(), t1=cfg["t1"])
-            drop = float(traj.loss[0] - traj.loss[-1])
-            check = flows.Check.compare(
-                "the loss decreases", "toy", holds=drop > 0, predicted="> 0", measured=f"{drop:.3g}"
-            )
-            folder = Path(out) / self.name
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "results.json").write_text(json.dumps({"drop": drop}))
-            return Report(self.name, [check], [folder / "results.json"], {"drop": drop})
-
-        def simulate(self, options, *, progress=False):
-            return Simulated(flows.simulate(problem(), t1=0.5), rtol=1e-6)
-
-
-    EXPERIMENT = Toy()
-    '''
-)
-
-IDENTITIES = textwrap.dedent(
-    """
-    import sympy as sp
-    from reduced.derive import Identity
-
-    x = sp.Symbol("x", real=True)
-    IDENTITIES = [
-        Identity(
-            "toy: d/dx tanh = 1 - tanh^2",
-            "toy-paper",
-            "the derivative of tanh",
-            lambda: sp.diff(sp.tanh(x), x) - (1 - sp.tanh(x) ** 2),
-            (x,),
-        )
-    ]
-    """
-)
-
-
-@pytest.fixture
-def toy_distribution(tmp_path):
-    """`toy_paper` as pip would leave it: the module, and a dist-info whose
-    entry_points.txt registers it in the `flows.papers` group."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "toy_paper.py").write_text(TOY)
-    (site / "toy_paper_identities.py").write_text(IDENTITIES)
-    info = site / "toy_paper-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-paper\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\ntoy-paper = toy_paper:EXPERIMENT\n"
+@pytest.fixture(scope="module")
+def toy_distribution(tmp_path_factory):
+    """`examples/toy_paper` installed by pip into a folder of its own (a copy is built, so
+    the example's tree stays clean): the package and its dist-info, whose entry_points.txt
+    registers it in the `flows.papers` group."""
+    tmp = tmp_path_factory.mktemp("toy")
+    src, site = tmp / "src", tmp / "site"
+    shutil.copytree(EXAMPLE, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", site, src],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
+    assert pip.returncode == 0, pip.stdout[-2000:] + pip.stderr[-2000:]
+    (info,) = site.glob("*.dist-info")
+    assert f"[{ENTRY_POINT_GROUP}]" in (info / "entry_points.txt").read_text()
     return site
 
 
@@ -127,24 +68,26 @@ def test_builtin_papers_are_the_registry():
     assert all(declared[p] == f"reduced.derive.{p.replace('-', '_')}" for p in derive.PAPERS)
 
 
-@pytest.mark.e2e  # installs a package and runs the command in a new process: ~12 s
+@pytest.mark.e2e  # pip builds and installs a package, then three commands run: ~15 s
 def test_an_installed_paper_joins_the_command_line_without_editing_flows(
     toy_distribution, tmp_path
 ):
     argv = ["check", "toy-paper", "--quick", "--out", "res", "--no-report", "--format", "json"]
     out = _flows(toy_distribution, *argv, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads((tmp_path / "res" / "toy-paper" / "results.json").read_text())["drop"] > 0
+    results = json.loads((tmp_path / "res" / "toy-paper" / "results.json").read_text())
+    assert results["experiment"] == "toy-paper" and results["loss_final"] > 0
     (paper,) = json.loads(out.stdout)["experiments"]
     assert paper["name"] == "toy-paper" and not paper["failed"]
     assert [(c["claim"], c["verdict"]) for c in paper["checks"]] == [
-        ("the loss decreases", "holds")
+        ("L(t) ≤ L(0)·exp(−2 λ_min t)", "holds"),
+        ("L(t) is non-increasing", "holds"),
     ]
     help_out = _flows(toy_distribution, "check", "--help", cwd=tmp_path)
     assert "toy-paper" in help_out.stdout
     derive = _flows(toy_distribution, "derive", "toy-paper", cwd=tmp_path)
     assert derive.returncode == 0, derive.stderr[-2000:]
-    assert "toy: d/dx tanh" in derive.stdout
+    assert "solves dL/dt" in derive.stdout
 
 
 class _EP:
@@ -177,7 +120,7 @@ def test_broken_plugins_are_skipped_with_a_warning_each():
         eps,
         [
             "nowhere",
-            "not a flows.experiments.AbstractExperiment",
+            "not a flows.plugin.AbstractExperiment",
             "its name is 'deep-linear'",
             "taken by another paper",
         ],

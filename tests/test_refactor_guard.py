@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from flows.experiments import EXPERIMENTS
-from flows.experiments.base import _default
+from flows.plugin import _json_default as _default
 
 REFERENCE = Path(__file__).parent / "data" / "quick_checks_reference.json"
 

@@ -18,9 +18,10 @@ import pytest
 import flows
 import flows._io as _io
 from flows._cli import app as _cli
+from flows._io import MANIFEST
 from flows.experiments import EXPERIMENTS, Report
-from flows.experiments.base import MANIFEST, OutputDir
 from flows.models import TwoLayer
+from flows.plugin import OutputDir
 
 NAMES = ("a.png", "trajectory.nc", "results.json")
 

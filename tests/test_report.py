@@ -26,8 +26,16 @@ from flows._report.html import PNG_SIGNATURE, index_report
 from flows.claims import Reference, Trend, annotate
 from flows.claims._checks import FORMATS, display_width, format_checks, parse_source
 from flows.experiments import EXPERIMENTS
-from flows.experiments.base import Report, write_report
-from flows.plugin import INDEX_NAME, MANIFEST, REPORT_NAME, Curve, OutputDir, experiment_report
+from flows.plugin import (
+    INDEX_NAME,
+    MANIFEST,
+    REPORT_NAME,
+    Curve,
+    OutputDir,
+    Report,
+    experiment_report,
+    write_report,
+)
 
 # ---------------------------------------------------------------------------------------
 # Fixtures: checks of every kind, and a fake run that writes real outputs
@@ -74,7 +82,7 @@ def _checks() -> list[Check]:
 
 
 def _png(path: Path) -> None:
-    from flows.experiments.base import new_figure
+    from flows.figures import new_figure
 
     fig, ax = new_figure(figsize=(2, 1.5))
     ax.plot([0, 1, 2], [2, 1, 0.5])

@@ -668,7 +668,7 @@ def _progress_line(k, names, done, command_start, previous, stream, width, jobs=
 def _write_report(exp, result, out: Path, *, mode: str, wall_s: float) -> Path | None:
     """`out/<name>/report.html`; a report that cannot be written is a warning (the results
     are already in place), not a failure of the check."""
-    from ..experiments.base import write_report
+    from ..plugin import write_report
 
     try:
         return write_report(exp, result, out, mode=mode, wall_s=wall_s, command=_command())

@@ -7,7 +7,7 @@ small inline script adds zooming to the loss curves. Nothing is fetched from the
 no external URL, font, stylesheet or script.
 
 Knows nothing of experiments: it renders `Check`s, a results mapping, figures and curves
-handed to it (`flows.experiments.base.write_report` gathers them from an output folder).
+handed to it (`flows.plugin.write_report` gathers them from an output folder).
 """
 
 from __future__ import annotations

@@ -89,6 +89,25 @@ def no_duplicates(values: list, flag: str, name: str) -> tuple:
     return tuple(values)
 
 
+def grid_values(
+    value,
+    flag: str,
+    name: str,
+    convert: Callable[[Any, str], Any] = to_float,
+    problem: Callable[[Any], str | None] = lambda v: None,
+) -> tuple:
+    """The values of a grid flag ('1e-3,1e-2' or a sequence): every item converted by
+    `convert(item, flag)` (`to_float`, `to_int`, …), the first value for which
+    `problem(v)` names a problem refused as `ConfigError` "`flag`: <problem>", and a
+    value given twice refused (`no_duplicates`, naming `name`)."""
+    values = [convert(v, flag) for v in grid_items(value, flag)]
+    for v in values:
+        why = problem(v)
+        if why:
+            raise ConfigError(f"{flag}: {why}")
+    return no_duplicates(values, flag, name)
+
+
 #: The most points one sweep's grid may hold: refused up front, before anything is built
 #: (each point is a file in `points/`; 10⁸ seeds were once accepted and built).
 MAX_GRID_POINTS = 100_000

@@ -9,9 +9,9 @@ import json
 import math
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -286,6 +286,45 @@ def combine_records(spec: AbstractSweepSpec, records: Iterable[dict]) -> xr.Data
         versions=json.dumps(versions()),
     )
     return ds
+
+
+#: The solve statistics a sweep point records as numbers (keys of `Trajectory.stats`, in
+#: the order the shipped papers' point files hold them).
+SOLVE_STATS = (
+    "t_reached",
+    "steps",
+    "accepted_steps",
+    "rejected_steps",
+    "vf_evals",
+    "wall_s",
+    "compile_s",
+)
+
+
+def point_values(values: Mapping[str, Any], curves: Iterable[str]) -> dict:
+    """A point's variables as its file stores them: each of `curves` a float64 array,
+    every other value a float (what `AbstractSweepSpec.run_point` returns)."""
+    curves = frozenset(curves)
+    return {
+        k: np.asarray(v, dtype=np.float64) if k in curves else float(v) for k, v in values.items()
+    }
+
+
+def sweep_settings(ds: xr.Dataset) -> dict:
+    """The settings a combined sweep (`load_sweep`) was run with (`spec.settings()`, as
+    its manifest holds them); {} when it records none."""
+    return json.loads(ds.attrs.get("config", "{}"))
+
+
+def seed_mean_sd(ds: xr.Dataset, name: str, dim: str = "seed") -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample standard deviation of the variable `name` of a combined sweep over
+    `dim` (the seeds), on the points with status 'ok' only: NaN where no point is, the sd
+    0 where fewer than two are (a figure's error bars)."""
+    values = ds[name].where(ds["status"] == "ok")
+    mean = values.mean(dim, skipna=True).values
+    count = np.isfinite(values.values).sum(axis=values.get_axis_num(dim))
+    sd = np.where(count > 1, values.std(dim, ddof=1, skipna=True).values, 0.0)
+    return mean, sd
 
 
 def load_sweep(path) -> xr.Dataset:

@@ -1,16 +1,17 @@
-"""Papers as plug-ins: one sub-package per paper, each with an `EXPERIMENT` implementing
-`AbstractExperiment` (`flows.experiments.base`). The CLI (`flows check|simulate|sweep|
-derive`) is generated from `EXPERIMENTS`.
+"""The paper registry, and the papers shipped with the toolkit (one sub-package each,
+each with an `EXPERIMENT` implementing `flows.plugin.AbstractExperiment`). The command
+line (`flows check|simulate|sweep|derive`) is generated from `EXPERIMENTS`.
 
 `EXPERIMENTS` is the one registry: the papers shipped here (`BUILTIN`, one sub-package
 name each), then every installed package's entry point in the group `flows.papers`
-(`ENTRY_POINT_GROUP`) — a paper outside this repository registers itself with
+(`ENTRY_POINT_GROUP`). A paper outside this repository registers itself in its own
+`pyproject.toml` (the entry point's name is the experiment's `name`; see docs/plugin.md):
 
     [project.entry-points."flows.papers"]
     my-paper = "my_package.experiment:EXPERIMENT"
 
-in its own `pyproject.toml`, and `flows check my-paper` exists once it is installed; no
-edit to the toolkit. The entry point's name must be the experiment's `name`.
+The registry is built on first use (the first `EXPERIMENTS` lookup), not on import:
+importing this package, or `flows.plugin`, loads no paper.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from __future__ import annotations
 import importlib
 import warnings
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
-from .base import AbstractExperiment as AbstractExperiment
-from .base import Report as Report
-from .base import Simulated as Simulated
+from flows import plugin as _plugin
+
+if TYPE_CHECKING:
+    from flows.plugin import AbstractExperiment
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "EXPERIMENTS", "discover"]
 
 #: The papers shipped with the toolkit: sub-packages of `flows.experiments`, in the order
 #: `flows check all` runs them.
@@ -31,9 +36,9 @@ ENTRY_POINT_GROUP = "flows.papers"
 
 
 def _check(obj, where: str) -> AbstractExperiment:
-    if not isinstance(obj, AbstractExperiment):
+    if not isinstance(obj, _plugin.AbstractExperiment):
         raise TypeError(
-            f"{where} is {type(obj).__name__}, not a flows.experiments.AbstractExperiment "
+            f"{where} is {type(obj).__name__}, not a flows.plugin.AbstractExperiment "
             "instance (point the entry point at the paper's EXPERIMENT object)"
         )
     return obj
@@ -66,15 +71,25 @@ def discover(entry_points_=None) -> dict[str, AbstractExperiment]:
     return found
 
 
-#: The registry: CLI name → experiment.
-EXPERIMENTS: dict[str, AbstractExperiment] = discover()
+#: The registry: CLI name → experiment. Discovered on the first lookup (this module's
+#: `__getattr__`), then kept here.
+EXPERIMENTS: dict[str, AbstractExperiment]
 
-__all__ = [
-    "BUILTIN",
-    "ENTRY_POINT_GROUP",
-    "EXPERIMENTS",
-    "AbstractExperiment",
-    "Report",
-    "Simulated",
-    "discover",
-]
+#: Names that left this package for `flows.plugin` (the plug-in contract): one release
+#: with a DeprecationWarning.
+_MOVED = ("AbstractExperiment", "Report", "Simulated")
+
+
+def __getattr__(name: str):
+    if name == "EXPERIMENTS":
+        registry = globals()["EXPERIMENTS"] = discover()
+        return registry
+    if name in _MOVED:
+        warnings.warn(
+            f"flows.experiments.{name} is deprecated and will be removed in the next "
+            f"release: import it from flows.plugin (flows.plugin.{name}).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_plugin, name)
+    raise AttributeError(f"module 'flows.experiments' has no attribute {name!r}")

@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     from flows.experiments import EXPERIMENTS
-    from flows.experiments.base import _default
+    from flows.plugin import _json_default as _default
 
     (name,) = argv
     record = json.loads(RECORD.read_text())

@@ -35,15 +35,19 @@ from pathlib import Path
 from flows import Check, ConfigError, plugin
 from flows.claims import Reference, Trend, with_error_bars
 from flows.models.deep import DEEP_ACTIVATIONS
-from flows.plugin import ETA_FACTOR, Flag, as_int, grid_type, merge_eta
-
-from ..base import (
+from flows.plugin import (
+    ETA_FACTOR,
     AbstractExperiment,
+    Flag,
     OutputDir,
     Report,
     Simulated,
+    as_int,
+    grid_type,
+    merge_eta,
     write_results_json,
 )
+
 from .checks import check_homogeneous_sweep, homogeneous_checks, theorem1_of
 from .config import FILES, NAME, Config, default_config
 from .figures import plot_bias_order, plot_four_class, plot_interpolation, plot_trends

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base import COLORS, CYCLE, figure_style, new_figure, save_figure
+from flows.figures import COLORS, CYCLE, figure_style, new_figure, save_figure
+
 from .checks import checked_interval, theorem1_of
 from .config import Config
 from .runs import DeepRun, HomogeneousRun

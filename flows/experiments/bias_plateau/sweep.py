@@ -30,7 +30,7 @@ length against δ (per depth) and against depth (per δ), mean ± sd over seeds.
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -39,23 +39,26 @@ import numpy as np
 
 from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep
 from flows import sweep as run_sweep
+from flows.figures import figure_style, new_figure, save_figure
 from flows.models.deep import DEEP_ACTIVATIONS, DeepFCN
 from flows.plugin import (
+    SOLVE_STATS,
     Axis,
     as_float,
     as_int,
     as_tolerance,
     fmt_number,
-    grid_items,
+    grid_values,
     grouped,
     mean_sd,
-    no_duplicates,
     parse_prng_seeds,
+    point_values,
+    seed_mean_sd,
+    sweep_settings,
     to_float,
     to_int,
 )
 
-from ..base import figure_style, new_figure, save_figure
 from .checks import theorem1_of
 from .config import NAME, Config
 from .interpolation import plateau
@@ -71,27 +74,39 @@ MAX_DEPTH = 64
 def parse_depths(value) -> tuple[int, ...]:
     """Depths r ('3,4,5' or a sequence): integers in [1, `MAX_DEPTH`] (Theorem 1 needs
     r ≥ 3; shallower nets are run, and their checks are not applicable)."""
-    depths = [to_int(v, "--depth", strict=True) for v in grid_items(value, "--depth")]
-    for r in depths:
-        if not 1 <= r <= MAX_DEPTH:
-            raise ConfigError(
-                f"--depth: r = {r} is outside [1, {MAX_DEPTH}]; the depth is the number of "
-                "weight matrices (Theorem 1 needs r ≥ 3)."
+    return grid_values(
+        value,
+        "--depth",
+        "depth",
+        functools.partial(to_int, strict=True),
+        lambda r: (
+            None
+            if 1 <= r <= MAX_DEPTH
+            else (
+                f"r = {r} is outside [1, {MAX_DEPTH}]; the depth is the number of weight matrices "
+                "(Theorem 1 needs r ≥ 3)."
             )
-    return no_duplicates(depths, "--depth", "depth")
+        ),
+    )
 
 
 def parse_deltas(value) -> tuple[float, ...]:
     """Init scales δ ('1e-3,1e-2' or a sequence): numbers in (0, 1] (the paper's small
     initialization)."""
-    deltas = [to_float(v, "--delta") for v in grid_items(value, "--delta")]
-    for d in deltas:
-        if not 0 < d <= 1:
-            raise ConfigError(
-                f"--delta: δ = {d} is outside (0, 1]; δ is the output scale of the "
-                "initialization (the paper's plateau needs small δ, e.g. 1e-3)."
+    return grid_values(
+        value,
+        "--delta",
+        "delta",
+        to_float,
+        lambda d: (
+            None
+            if 0 < d <= 1
+            else (
+                f"δ = {d} is outside (0, 1]; δ is the output scale of the initialization (the "
+                "paper's plateau needs small δ, e.g. 1e-3)."
             )
-    return no_duplicates(deltas, "--delta", "delta")
+        ),
+    )
 
 
 AXES = (
@@ -219,13 +234,7 @@ SCALARS = (
     "v_max",
     "alpha_1",
     "alpha_2",
-    "t_reached",
-    "steps",
-    "accepted_steps",
-    "rejected_steps",
-    "vf_evals",
-    "wall_s",
-    "compile_s",
+    *SOLVE_STATS,
     "energy_residual_max",
     "max_loss_rise",
     "stopped_at",
@@ -275,10 +284,9 @@ def run_point(cfg: PlateauSweepConfig, depth: int, delta: float, seed: int) -> d
         "stopped_at": st.get("stopped_at", math.nan),
         "delta_output": model.delta,
     }
-    for k in ("t_reached", "steps", "accepted_steps", "rejected_steps", "vf_evals", "wall_s"):
-        out[k] = st[k]
-    out["compile_s"] = st.get("compile_s", math.nan)
-    return {k: np.asarray(v, dtype=np.float64) if k in CURVES else float(v) for k, v in out.items()}
+    for k in SOLVE_STATS:  # compile_s is absent where nothing was compiled
+        out[k] = st.get(k, math.nan) if k == "compile_s" else st[k]
+    return point_values(out, CURVES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,10 +375,7 @@ def plateau_sweep(
     plateau_tol: float = _CHECK.plateau_tol,
     stop_ce: float | None = None,
     init_scale: str = "output",
-    scheduler: str | None = None,
-    connect_timeout: float = 10.0,
-    plot: bool = True,
-    progress: bool = True,
+    **engine,
 ) -> SweepResult:
     """Run the grid depth × δ × seeds of deep nets with an output bias, resumably.
 
@@ -378,8 +383,8 @@ def plateau_sweep(
     `delta` ('1e-3,1e-2'), `seeds` ('0-2'); the settings of `PlateauSweepConfig`
     (`lr` for `method='gd'`, default 0.05; `rtol`, `atol` for `method='flow'`, defaults
     1e-6, 1e-9; `stop_ce` for runs stopped at matched loss; `init_scale` 'output' or
-    'layer'); `scheduler`, `connect_timeout`, `plot` (`OUT/plateau.png`), `progress`
-    as in `flows._sweep.sweep`.
+    'layer'); `**engine`: `scheduler`, `connect_timeout`, `plot` (`OUT/plateau.png`),
+    `progress` of `flows.sweep`.
 
     **Returns:** a `SweepResult`. Raises `ConfigError` naming the flag on bad input,
     before anything is written.
@@ -404,10 +409,7 @@ def plateau_sweep(
         PlateauSweep(cfg),
         out,
         {"depth": depth, "delta": delta, "seed": seeds},
-        scheduler=scheduler,
-        connect_timeout=connect_timeout,
-        plot=plot,
-        progress=progress,
+        **engine,
     )
 
 
@@ -417,10 +419,7 @@ def plot_plateau_sweep(sweep_nc_path, out_png) -> None:
     depth and against depth for each δ; written atomically to `out_png` (PNG only: the
     sweep folder holds only the files the sweep engine declares)."""
     ds = load_sweep(Path(sweep_nc_path))
-    length = ds["plateau_length"].where(ds["status"] == "ok")
-    mean = length.mean("seed", skipna=True).values  # (depth, delta)
-    count = np.isfinite(length.values).sum(axis=2)
-    sd = np.where(count > 1, length.std("seed", ddof=1, skipna=True).values, 0.0)
+    mean, sd = seed_mean_sd(ds, "plateau_length")  # (depth, delta)
     depths, deltas = ds["depth"].values.astype(int), ds["delta"].values.astype(float)
     fig, axes = new_figure(1, 2, width="text")
     for i, r in enumerate(depths):
@@ -434,7 +433,7 @@ def plot_plateau_sweep(sweep_nc_path, out_png) -> None:
     axes[1].set_title("(b) plateau vs depth (mean ± sd over seeds)")
     for ax in axes:
         ax.legend()
-    c = json.loads(ds.attrs.get("config", "{}"))
+    c = sweep_settings(ds)
     how = f"GD η = {c.get('lr')}" if c.get("method") == "gd" else "exact flow"
     fig.suptitle(
         f"Linear-interpolation error plateau: {c.get('activation', '?')} nets, width "

@@ -31,16 +31,17 @@ from flows import (
     squared_error,
 )
 from flows.claims import Reference, Trend, with_error_bars
-from flows.plugin import Flag, check_memory
-
-from ..base import (
+from flows.plugin import (
     REPORT_NAME,
     AbstractExperiment,
+    Flag,
     OutputDir,
     Report,
     Simulated,
+    check_memory,
     write_results_json,
 )
+
 from .checks import (
     check_balancedness,
     check_certificate,

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from flows import Trajectory
+from flows.figures import COLORS, VECTOR_SUFFIX, figure_style, new_figure, save_figure
 
-from ..base import COLORS, VECTOR_SUFFIX, figure_style, new_figure, save_figure
 from .observables import Theory, mode_strengths
 
 __all__ = ["plot_modes", "plot_loss"]

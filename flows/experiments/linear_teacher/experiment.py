@@ -34,9 +34,16 @@ import numpy as np
 
 from flows import GLOBAL_ERROR_FACTOR, Trajectory, plugin
 from flows.claims import Reference, with_error_bars
-from flows.plugin import Flag, grid_type
+from flows.plugin import (
+    AbstractExperiment,
+    Flag,
+    OutputDir,
+    Report,
+    Simulated,
+    grid_type,
+    write_results_json,
+)
 
-from ..base import AbstractExperiment, OutputDir, Report, Simulated, write_results_json
 from . import outlier_search as osearch
 from .checks import (
     certificate_checks,

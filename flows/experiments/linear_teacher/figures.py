@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from flows import Trajectory
+from flows.figures import COLORS, figure_style, new_figure, save_figure
 
-from ..base import COLORS, figure_style, new_figure, save_figure
 from .config import Config
 from .runs import network_np
 

@@ -27,7 +27,6 @@ init scale, one line per slope (mean ± sd over seeds).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -35,21 +34,24 @@ import numpy as np
 
 from flows import AbstractSweepSpec, ConfigError, SweepResult, load_sweep
 from flows import sweep as run_sweep
+from flows.figures import figure_style, new_figure, save_figure
 from flows.plugin import (
+    SOLVE_STATS,
     Axis,
     as_float,
     as_int,
     as_tolerance,
     fmt_number,
-    grid_items,
+    grid_values,
     grouped,
     mean_sd,
-    no_duplicates,
     parse_prng_seeds,
+    point_values,
+    seed_mean_sd,
+    sweep_settings,
     to_float,
 )
 
-from ..base import figure_style, new_figure, save_figure
 from .config import MAX_INIT, NAME, Config
 from .data import symmetric_gaussians
 from .observables import teacher_observables
@@ -60,26 +62,38 @@ __all__ = ["TeacherSweep", "TeacherSweepConfig", "teacher_sweep", "plot_teacher_
 
 def parse_inits(value) -> tuple[float, ...]:
     """Init scales ('1e-4,1' or a sequence): numbers in (0, `MAX_INIT`]."""
-    inits = [to_float(v, "--init") for v in grid_items(value, "--init")]
-    for s in inits:
-        if not 0 < s <= MAX_INIT:
-            raise ConfigError(
-                f"--init: {s} is outside (0, {MAX_INIT:g}]; the paper's regimes are small "
-                "init (1e-4) and large init (1.0)."
+    return grid_values(
+        value,
+        "--init",
+        "init",
+        to_float,
+        lambda s: (
+            None
+            if 0 < s <= MAX_INIT
+            else (
+                f"{s} is outside (0, {MAX_INIT:g}]; the paper's regimes are small init (1e-4) and "
+                "large init (1.0)."
             )
-    return no_duplicates(inits, "--init", "init")
+        ),
+    )
 
 
 def parse_slopes(value) -> tuple[float, ...]:
     """Leaky slopes α ('0.1,0.5' or a sequence): numbers in [0, 1) (0 is ReLU)."""
-    slopes = [to_float(v, "--slope") for v in grid_items(value, "--slope")]
-    for a in slopes:
-        if not 0 <= a < 1:
-            raise ConfigError(
-                f"--slope: α = {a} is outside [0, 1); the leaky-ReLU slope α is 0 (ReLU) "
-                "or a number below 1."
+    return grid_values(
+        value,
+        "--slope",
+        "slope",
+        to_float,
+        lambda a: (
+            None
+            if 0 <= a < 1
+            else (
+                f"α = {a} is outside [0, 1); the leaky-ReLU slope α is 0 (ReLU) or a number "
+                "below 1."
             )
-    return no_duplicates(slopes, "--slope", "slope")
+        ),
+    )
 
 
 AXES = (
@@ -156,16 +170,7 @@ FINALS = (
     "norm_W",
     "l_sum",
 )
-STATS = (
-    "t_reached",
-    "steps",
-    "accepted_steps",
-    "rejected_steps",
-    "vf_evals",
-    "wall_s",
-    "compile_s",
-    "segments",
-)
+STATS = (*SOLVE_STATS, "segments")
 SCALARS = (
     "loss_initial",
     "loss_final",
@@ -189,7 +194,7 @@ def run_point(cfg: TeacherSweepConfig, init: float, slope: float, seed: int) -> 
     out["thm51_violations_total"] = np.sum(o["thm51_violations"])
     out.update({k: st.get(k, math.nan) for k in STATS})
     out["energy_residual_max"] = np.max(o["energy_residual"])
-    return {k: np.asarray(v, dtype=np.float64) if k in CURVES else float(v) for k, v in out.items()}
+    return point_values(out, CURVES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,17 +272,14 @@ def teacher_sweep(
     rtol: float = _CHECK.rtol,
     atol: float = _CHECK.atol,
     beta: float = _CHECK.beta,
-    scheduler: str | None = None,
-    connect_timeout: float = 10.0,
-    plot: bool = True,
-    progress: bool = True,
+    **engine,
 ) -> SweepResult:
     """Run the grid init × slope × seeds of the linear-teacher flow, resumably.
 
     **Arguments:** `out` (the folder: see `flows._sweep.engine`); the grid `init` ('1e-4,1'),
     `slope` ('0.1,0.5'), `seeds` ('0-2'); the settings of `TeacherSweepConfig`;
-    `scheduler`, `connect_timeout`, `plot` (`OUT/clustering.png`), `progress` as in
-    `flows._sweep.engine.sweep`.
+    `**engine`: `scheduler`, `connect_timeout`, `plot` (`OUT/clustering.png`), `progress`
+    of `flows.sweep`.
 
     **Returns:** a `SweepResult`. Raises `ConfigError` naming the flag on bad input,
     before anything is written.
@@ -289,10 +291,7 @@ def teacher_sweep(
         TeacherSweep(cfg),
         out,
         {"init": init, "slope": slope, "seed": seeds},
-        scheduler=scheduler,
-        connect_timeout=connect_timeout,
-        plot=plot,
-        progress=progress,
+        **engine,
     )
 
 
@@ -302,7 +301,6 @@ def plot_teacher_sweep(sweep_nc_path, out_png) -> None:
     one line per slope (mean ± sd over seeds, failed points left out); written
     atomically to `out_png`."""
     ds = load_sweep(Path(sweep_nc_path))
-    ok = ds["status"] == "ok"
     inits, slopes = ds["init"].values.astype(float), ds["slope"].values.astype(float)
     fig, axes = new_figure(1, 3, width="text", height=2.8)
     panels = (
@@ -311,15 +309,12 @@ def plot_teacher_sweep(sweep_nc_path, out_png) -> None:
         ("margin_final", r"normalized margin $\gamma$ at $t_1$", "linear"),
     )
     for ax, (name, label, yscale) in zip(axes, panels, strict=True):
-        values = ds[name].where(ok)
-        mean = values.mean("seed", skipna=True).values  # (init, slope)
-        count = np.isfinite(values.values).sum(axis=2)
-        sd = np.where(count > 1, values.std("seed", ddof=1, skipna=True).values, 0.0)
+        mean, sd = seed_mean_sd(ds, name)  # (init, slope)
         for j, a in enumerate(slopes):
             ax.errorbar(inits, mean[:, j], yerr=sd[:, j], marker="o", label=f"$\\alpha = {a:g}$")
         ax.set(xscale="log", yscale=yscale, xlabel="init scale", ylabel=label)
         ax.legend()
-    c = json.loads(ds.attrs.get("config", "{}"))
+    c = sweep_settings(ds)
     fig.suptitle(
         f"Leaky-ReLU ±v nets on symmetric Gaussians: k = {c.get('k', '?')}, n = "
         f"{c.get('n', '?')}, t1 = {c.get('t1', '?')} (mean ± sd over seeds)"

@@ -145,3 +145,10 @@ def default_config(quick: bool = False) -> Config:
             extend_budget_s=0.0,
         )
     return Config()
+
+
+def two_layer_bytes(n: int, m: int, *, batch: int = 1, itemsize: int = 8) -> int:
+    """A lower bound on the working memory of a two-layer (autodiff) field evaluation: one
+    (n × m) array of pre-activations per batched run (the evaluation holds several; a lower
+    bound refuses only runs that certainly cannot fit: `flows.plugin.check_memory`)."""
+    return itemsize * n * m * batch

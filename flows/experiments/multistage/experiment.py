@@ -35,17 +35,19 @@ from flows import (
 )
 from flows.claims import Reference, Trend, with_error_bars
 from flows.models import TwoLayer
-from flows.plugin import ERROR_NORMS, Flag, check_memory, two_layer_bytes
-
-from ..base import (
+from flows.plugin import (
+    ERROR_NORMS,
     AbstractExperiment,
+    Flag,
     OutputDir,
     Report,
     Simulated,
+    check_memory,
     write_results_json,
 )
+
 from .checks import check_run, check_targets, target_metrics
-from .config import FILES, NAME, Config, default_config
+from .config import FILES, NAME, Config, default_config, two_layer_bytes
 from .data import make_data
 from .extension import extend_descent_time
 from .figures import plot_descent_time, plot_K, plot_stages

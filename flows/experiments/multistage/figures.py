@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from flows import Trajectory
+from flows.figures import COLORS, figure_style, new_figure, save_figure
 from reduced import multistage as ms
 
-from ..base import COLORS, figure_style, new_figure, save_figure
 from .config import Config
 from .data import Units
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -49,6 +48,7 @@ from flows import (
     paper_data,
 )
 from flows import sweep as run_sweep
+from flows.figures import figure_style, new_figure, save_figure
 from flows.models import TwoLayer
 from flows.plugin import (
     check_memory,
@@ -57,12 +57,11 @@ from flows.plugin import (
     fmt_number,
     grouped,
     mean_sd,
-    two_layer_bytes,
+    sweep_settings,
 )
 from reduced import multistage as ms
 
-from ..base import figure_style, new_figure, save_figure
-from .config import NAME
+from .config import NAME, two_layer_bytes
 from .data import Units
 from .runs import stage_times
 from .sweep_config import (
@@ -503,10 +502,7 @@ def descent_sweep(
     dtype: str = "float64",
     error_norm: str = "rms",
     batch_size: int = 8,
-    scheduler: str | None = None,
-    connect_timeout: float = 10.0,
-    plot: bool = True,
-    progress: bool = True,
+    **engine,
 ) -> DescentSweepResult:
     """Run the descent-time grid m × α × seeds of the multi-stage experiment, resumably.
 
@@ -521,8 +517,8 @@ def descent_sweep(
       `max_steps`, `vector_field` ('autodiff' or 'fused'), `dtype` ('float64' or
       'float32'), `error_norm` ('rms' or 'max'): see `SweepConfig`.
     - `batch_size`: the most runs per vmapped batch (runs of one width are batched).
-    - `scheduler`, `connect_timeout`, `plot` (`OUT/descent_time.png`), `progress`: as in
-      `flows._sweep.engine.sweep`.
+    - `**engine`: `scheduler`, `connect_timeout`, `plot` (`OUT/descent_time.png`),
+      `progress` of `flows.sweep`.
 
     **Returns:** a `DescentSweepResult` (`.ok` is False when a point of this grid failed;
     failed points are recorded with their error, the others complete). Raises
@@ -549,10 +545,7 @@ def descent_sweep(
         spec,
         out,
         {"m": m, "alpha": alpha, "seed": seeds},
-        scheduler=scheduler,
-        connect_timeout=connect_timeout,
-        plot=plot,
-        progress=progress,
+        **engine,
     )
     fields = {f.name: getattr(res, f.name) for f in dataclasses.fields(SweepResult)}
     return DescentSweepResult(**fields, not_reached=_not_reached(res.points), slopes=res.plotted)
@@ -627,7 +620,7 @@ def plot_descent_sweep(sweep_nc_path, out_png) -> dict:
     ax.set(xlabel=r"$\ln m$ ($m$: width)", ylabel=r"descent time $T_d$ (in $\tau$)")
     ax.set_title(r"(b) $T_d$ vs $\ln m$ (mean ± sd over seeds)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6)
-    cfg = json.loads(ds.attrs.get("config", "{}"))
+    cfg = sweep_settings(ds)
     fig.suptitle(
         f"Descent time: {cfg.get('target', '?')}, {cfg.get('data', '?')} data, "
         f"$n$ = {cfg.get('n', '?')}, $\\beta$ = {cfg.get('beta', '?')}"

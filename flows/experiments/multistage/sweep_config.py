@@ -12,9 +12,8 @@ import numpy as np
 from flows import SOLVERS, TARGETS, ConfigError
 from flows.plugin import (
     Axis,
-    grid_items,
     grid_points,
-    no_duplicates,
+    grid_values,
     parse_prng_seeds,
     to_float,
     to_int,
@@ -157,26 +156,38 @@ ATOL_INIT_FRACTION = 1e-2
 
 def parse_widths(value) -> tuple[int, ...]:
     """Widths m ('1000,5000' or a sequence): integers ≥ 2 (the theory uses ln m)."""
-    widths = [to_int(v, "--m") for v in grid_items(value, "--m")]
-    for m in widths:
-        if m < 2:
-            raise ConfigError(
-                f"--m: width m = {m} is too small; widths must be integers ≥ 2 "
-                "(the predictions use ln m)."
+    return grid_values(
+        value,
+        "--m",
+        "m",
+        to_int,
+        lambda m: (
+            None
+            if m >= 2
+            else (
+                f"width m = {m} is too small; widths must be integers ≥ 2 (the predictions use "
+                "ln m)."
             )
-    return no_duplicates(widths, "--m", "m")
+        ),
+    )
 
 
 def parse_alphas(value) -> tuple[float, ...]:
     """Init exponents α ('0.75,1.0' or a sequence): α > 1/2, the theorems' regime."""
-    alphas = [to_float(v, "--alpha") for v in grid_items(value, "--alpha")]
-    for a in alphas:
-        if not a > 0.5:
-            raise ConfigError(
-                f"--alpha: α = {a} ≤ 1/2; the multi-stage theorems (and their predicted T_p, "
-                "T_d) need small initialization, α > 1/2."
+    return grid_values(
+        value,
+        "--alpha",
+        "alpha",
+        to_float,
+        lambda a: (
+            None
+            if a > 0.5
+            else (
+                f"α = {a} ≤ 1/2; the multi-stage theorems (and their predicted T_p, T_d) need "
+                "small initialization, α > 1/2."
             )
-    return no_duplicates(alphas, "--alpha", "alpha")
+        ),
+    )
 
 
 AXES = (
