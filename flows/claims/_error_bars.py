@@ -38,8 +38,9 @@ def with_error_bars(
     |Δ bound|, added to the row's own error bar where it has one; a row whose error bar
     was missing (`undecided`: not estimated) is judged now; a `holds` or `fails` whose
     margin lies inside the error bar becomes `undecided (numerical)`; a row whose own
-    error is unbounded (∞) stays undecided. For a
-    row judged with a tolerance the toolkit chose (`Check.compare` with `critical` from
+    error is unbounded (∞) stays undecided.
+
+    For a row judged with a tolerance the toolkit chose (`Check.compare` with `critical` from
     `flips_at(…, default=…)`), each flip point gets the error bar |Δ flip point| (shown
     as '± …' in the critical text); a row whose default tolerance lies within that error
     of its flip point, or whose verdict differs on the companion, becomes `undecided
