@@ -44,6 +44,8 @@ def _load_text():
         raise ImportError("the flows package is not installed")
     path = Path(next(iter(spec.submodule_search_locations))) / "_cli" / "text.py"
     text_spec = importlib.util.spec_from_file_location("_flows_cli_text", path)
+    if text_spec is None or text_spec.loader is None:  # pragma: no cover
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(text_spec)
     text_spec.loader.exec_module(module)
     return module

@@ -23,7 +23,7 @@ import pickle
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -244,7 +244,7 @@ def longest_first(names: Sequence[str], walls: dict[str, float | None]) -> list[
 
 def run_workers(
     tasks: Sequence[Task], jobs: int, *, no_cache: bool, start: Sequence[str] | None = None
-) -> Iterator[tuple]:
+) -> Generator[tuple, None, None]:
     """Run `tasks` in up to `jobs` worker processes at once, started in the order of the
     names in `start` (default: `tasks`' order), yielding the events above as they happen.
     After an "error", the tasks after it in `tasks` (the order a serial run has) are

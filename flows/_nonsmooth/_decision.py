@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from ._net import BOX_TOL, Net
-from ._pattern import affine, box, layer_scales, loss_pat, sliding_mask, zdot_all, zdot_z
+from ._pattern import Pattern, affine, box, layer_scales, loss_pat, sliding_mask, zdot_all, zdot_z
 from ._sliding import damped_solve, jac_columns, margins, slaved, with_jacobian
 
 
@@ -43,7 +43,7 @@ class Event:
     right slopes (`sl_l`, `sl_r`) and λ box (`blo`, `bhi`)."""
 
     theta: object
-    pat: tuple
+    pat: Pattern
     z: jax.Array
     m: jax.Array
     lam: jax.Array

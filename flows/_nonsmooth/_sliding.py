@@ -205,7 +205,9 @@ def with_jacobian(net: Net, theta, pat, y, warm):
     M, dtype = net.M, net.dtype
     # `pat` may be the first five fields alone (piece, off, idx, kink, on): the decision's
     # new pattern; the clock's rate reads only those
-    pat = Pattern(*pat[:5], jnp.eye(M, dtype=dtype), jnp.zeros((M,), dtype), jnp.zeros((), dtype))
+    piece, off, idx, kink, on = pat[:5]
+    eye, zeros = jnp.eye(M, dtype=dtype), jnp.zeros((M,), dtype)
+    pat = Pattern(piece, off, idx, kink, on, eye, zeros, jnp.zeros((), dtype))
     kappa = SLIDING_RETURN / jnp.maximum(rate(net, y, theta, pat), net.tiny)
     pat = pat._replace(kappa=kappa)
     lam0, J = sliding_jacobian(net, theta, pat, warm)

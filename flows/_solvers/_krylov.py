@@ -161,7 +161,7 @@ class _Request(eqx.Module):
     final: bool = eqx.field(static=True, default=True)  # part of u₁: its error is reported
 
 
-def _krylov(matvec, b, h, requests, scaled_norm, *, max_krylov: int, fraction: float):
+def _krylov(matvec, b, h, requests, scaled_norm, *, max_krylov: int, fraction: float | Array):
     """Arnoldi on (J, b) until every request's error estimate is ≤ `fraction` in the
     controller's scaled norm (checked at `_CHECK_SIZES`), or `max_krylov` vectors.
 
@@ -377,8 +377,12 @@ class AbstractExpRosenbrock(diffrax.AbstractImplicitSolver, diffrax.AbstractAdap
         y_error = jnp.where(finite, y_error, jnp.inf)
         result = diffrax.RESULTS.where(
             failed,
-            diffrax.RESULTS.stagnation,
-            diffrax.RESULTS.where(finite, diffrax.RESULTS.successful, diffrax.RESULTS.nonfinite),
+            diffrax.RESULTS.stagnation,  # pyright: ignore[reportArgumentType]
+            diffrax.RESULTS.where(
+                finite,
+                diffrax.RESULTS.successful,
+                diffrax.RESULTS.nonfinite,  # pyright: ignore[reportArgumentType]
+            ),
         )
         if not self.throw:  # the failure must end the solve: report the step as accepted
             y_error = jnp.where(failed, 0.0, y_error)
