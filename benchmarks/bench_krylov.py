@@ -44,7 +44,7 @@ from jax.flatten_util import ravel_pytree
 jax.config.update("jax_enable_x64", True)
 
 import flows  # noqa: E402
-from flows._solvers._krylov import EXPRB32, EXPRB43  # noqa: E402
+from flows import EXPRB32, EXPRB43  # noqa: E402
 from flows.models import TwoLayer  # noqa: E402
 
 T1 = 20.0

@@ -81,6 +81,9 @@ from ._solvers import make_solver as make_solver  # noqa: E402
 from ._solvers import pid_controller as pid_controller  # noqa: E402
 from ._solvers import spectral_radius as spectral_radius  # noqa: E402
 from ._solvers import steps_to_saves as steps_to_saves  # noqa: E402
+from ._solvers._krylov import EXPRB32 as EXPRB32  # noqa: E402
+from ._solvers._krylov import EXPRB43 as EXPRB43  # noqa: E402
+from ._solvers._krylov import krylov_eval_counts as krylov_eval_counts  # noqa: E402
 from ._solvers._stabilized import rkc_eval_counts as rkc_eval_counts  # noqa: E402
 from ._sweep.engine import AbstractSweepSpec as AbstractSweepSpec  # noqa: E402
 from ._sweep.engine import SweepResult as SweepResult  # noqa: E402
@@ -145,6 +148,9 @@ __all__ = [
     "IMPLICIT_SOLVERS",
     "MAX_IMPLICIT_PARAMS",
     "RKC2",
+    "EXPRB43",
+    "EXPRB32",
+    "krylov_eval_counts",
     "ROCK4",
     "SOLVERS",
     "STEP_TO_SAVES",

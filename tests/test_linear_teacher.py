@@ -282,12 +282,12 @@ def test_clustering_outlier_sgd_checks_can_fail():
     assert c.verdict == "not observed" and "kink" in c.reason
     rows = [
         {"n": 10, "epsilon": e, "updates": u, "separable": True}
-        for e, u in ((0.1, 10), (0.01, 10_000))
-    ]  # exponent 3 > 2
+        for e, u in ((0.1, 10), (0.05, 80), (0.01, 10_000))
+    ]  # exponent 3 > 2, on three ε: a confidence interval exists (two points leave none)
     cfg10 = lt.Config(sgd_n=(10,))
     # third row: the n-exponent needs ≥ 3 sizes n
     assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["holds", "fails", "not applicable"]
-    rows[1]["updates"] = None
+    rows[1]["updates"] = rows[2]["updates"] = None
     assert [c.verdict for c in lt.check_sgd(rows, cfg10)] == ["fails"] + ["not applicable"] * 2
 
 
