@@ -221,12 +221,14 @@ def _td(v: Any, limit: int = 600) -> str:
 
 #: A number with a sign or an exponent ("-0.3", "1.2e-05", "−4"), a range of two numbers
 #: ("28–38.2", "1e-3–0.1"), a number joined to a word ("2-D") or a short assignment
-#: ("x=(−1,−2)"): the browser may break a line after a hyphen, a dash or an '=', so it is
-#: kept on one line.
+#: ("x=(−1,−2)"), an equation range ("(63)–(65)") or a quoted equation number: the browser
+#: may break a line after a hyphen, a dash, an '=' or a quote, so it is kept on one line.
 _NUM = r"[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)?"
 _SIGNED_NUMBER = re.compile(
     rf"{_NUM}–{_NUM}|\b\d+-[^\W\d_]\w*|\b[^\W_]{{1,8}}=[^\s/]{{1,24}}"
     r"|[-+−]?\d+(?:\.\d+)?(?:[eE][-+−]?\d+)|[-−]\d+(?:\.\d+)?"
+    # equation numbers: a range "(63)–(65)" and a quoted "(47) …" key of a JSON value
+    r'|\(\d+\)–\(\d+\)|"\(\d+\)'
 )
 
 

@@ -27,10 +27,11 @@ def extend_descent_time(
 ) -> Extension | None:
     """Extend the sweep at α = `cfg.extend_alpha` (rows appended to `rows`, companion
     rows to `twin_rows`, each marked `extension`); None when there is no budget
-    (`--quick`) or the sweep has no such α. The cost of the next width is the last
+    (`--quick`), the sweep has no such α, or fewer than three widths (the slope row is then
+    not applicable, not a limit to extend). The cost of the next width is the last
     width's wall time × 2 (a run costs ∝ m)."""
     alpha = cfg.extend_alpha
-    if cfg.extend_budget_s <= 0 or alpha not in cfg.sweep_alpha:
+    if cfg.extend_budget_s <= 0 or alpha not in cfg.sweep_alpha or len(set(cfg.sweep_m)) < 3:
         return None
     claim = f"slope of T_d vs ln m = (2α−1)/2 at α = {alpha}"
 
