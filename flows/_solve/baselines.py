@@ -146,35 +146,11 @@ def gradient_descent(
     carry = (problem.theta0, jnp.zeros((), dtype=problem.dtype))
     compile_s, scarry = _gd_compile(chunk, rec, carry, problem, lr, stop)
     start = time.perf_counter()
-    records, thetas = [], []
-    keep = set(np.asarray(pts_idx, dtype=int).tolist())
-    prev = 0
-    stopped_at = None
-    for i, step in enumerate(save_steps):
-        if step > prev and stop is None:
-            carry = chunk(carry, jnp.asarray(int(step - prev)), problem)
-            prev = int(step)
-        elif step > prev:
-            scarry, done, hit = _gd_chunk_stop(
-                scarry, jnp.asarray(int(step - prev)), problem, lr, stop, jnp.asarray(prev)
-            )
-            carry = scarry[:2]
-            if bool(hit):  # the stop fired: its step is the last save
-                n_steps = prev + int(done)
-                stopped_at = n_steps * learning_rate
-                save_steps = np.append(save_steps[:i], n_steps)
-                ts = save_steps * learning_rate
-                pts_idx = np.asarray(pts_idx, dtype=int)
-                pts_idx = np.append(pts_idx[pts_idx < i], i) if len(pts_idx) else pts_idx
-                keep = set(pts_idx.tolist())
-                records.append(rec(carry, jnp.asarray(ts[i]), problem))
-                if i in keep:
-                    thetas.append(carry[0])
-                break
-            prev = int(step)
-        records.append(rec(carry, jnp.asarray(ts[i]), problem))
-        if i in keep:
-            thetas.append(carry[0])
+    run = _gd_steps(
+        chunk, rec, carry, scarry, problem, lr, learning_rate, stop, save_steps, ts, pts_idx
+    )
+    records, thetas, save_steps, ts, pts_idx, stopped_at = run
+    n_steps = int(save_steps[-1]) if stopped_at is not None else n_steps
     jax.block_until_ready(records[-1])
     wall_s = time.perf_counter() - start
     obs = {k: np.stack([np.asarray(r[k]) for r in records]) for k in records[0]}
@@ -233,6 +209,39 @@ def gradient_descent(
         config=config,
         loss0=loss0,
     )
+
+
+def _gd_steps(chunk, rec, carry, scarry, problem, lr, eta, stop, save_steps, ts, pts_idx):
+    """GD's steps between its saves, recording at each: (records, stored θs, save steps,
+    save times, stored-θ indices, stopped_at). Where `stop` fires, its step is the last
+    save (later saves dropped, θ there stored) and `stopped_at` its time (else None)."""
+    records, thetas = [], []
+    keep = set(np.asarray(pts_idx, dtype=int).tolist())
+    prev = 0
+    for i, step in enumerate(save_steps):
+        if step > prev and stop is None:
+            carry = chunk(carry, jnp.asarray(int(step - prev)), problem)
+            prev = int(step)
+        elif step > prev:
+            scarry, done, hit = _gd_chunk_stop(
+                scarry, jnp.asarray(int(step - prev)), problem, lr, stop, jnp.asarray(prev)
+            )
+            carry = scarry[:2]
+            if bool(hit):  # the stop fired: its step is the last save
+                n_steps = prev + int(done)
+                save_steps = np.append(save_steps[:i], n_steps)
+                ts = save_steps * eta
+                pts_idx = np.asarray(pts_idx, dtype=int)
+                pts_idx = np.append(pts_idx[pts_idx < i], i) if len(pts_idx) else pts_idx
+                records.append(rec(carry, jnp.asarray(ts[i]), problem))
+                if i in set(pts_idx.tolist()):
+                    thetas.append(carry[0])
+                return records, thetas, save_steps, ts, pts_idx, n_steps * eta
+            prev = int(step)
+        records.append(rec(carry, jnp.asarray(ts[i]), problem))
+        if i in keep:
+            thetas.append(carry[0])
+    return records, thetas, save_steps, ts, pts_idx, None
 
 
 def _gd_compile(chunk, rec, carry, problem, lr, stop):

@@ -10,6 +10,7 @@ round-off. A member that fails (max steps, step-size collapse, NaN/Inf) is repor
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -68,21 +69,13 @@ def _field(path) -> str | None:
     return getattr(path[0], "name", None) if path else None
 
 
-def stack_problems(problems: list[Problem]) -> tuple[Problem, Problem]:
-    """Split `problems` into (batched, shared) halves for `jax.vmap`.
-
-    The data `x`, `y` are shared (kept once, not mapped) when equal in every problem; every
-    other leaf (θ(0), α, …) is stacked along a new leading axis, even when equal, so that
-    every batch of one shape uses one compiled solve. Recombine a member with
-    `eqx.combine(batched_member, shared)`. Raises `ConfigError` when the problems differ in
-    structure, static fields (m, d, activation, loss, data name) or leaf shapes.
-    """
+def check_same_shape(problems: list[Problem]) -> None:
+    """Refuse (`ConfigError`) an empty list, or problems that differ in structure, static
+    fields (m, d, activation, loss, data name) or leaf shapes: only runs of equal shape can
+    be batched."""
     if not problems:
         raise ConfigError("`problems` is empty: give at least one Problem to simulate.")
-    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(problems[0])
-    leaves0 = [leaf for _, leaf in paths_leaves]
-    shareable = [_field(path) in _SHAREABLE for path, _ in paths_leaves]
-    all_leaves = [leaves0]
+    leaves0, treedef = jax.tree_util.tree_flatten(problems[0])
     for i, p in enumerate(problems[1:], start=1):
         leaves, td = jax.tree_util.tree_flatten(p)
         if td != treedef:
@@ -97,7 +90,22 @@ def stack_problems(problems: list[Problem]) -> tuple[Problem, Problem]:
                     f"problems[{i}] differs from problems[0] in the shape of leaf {j} "
                     f"({jnp.shape(b)} vs {jnp.shape(a)}); only runs of equal shape can be batched."
                 )
-        all_leaves.append(leaves)
+
+
+def stack_problems(problems: list[Problem]) -> tuple[Problem, Problem]:
+    """Split `problems` into (batched, shared) halves for `jax.vmap`.
+
+    The data `x`, `y` are shared (kept once, not mapped) when equal in every problem; every
+    other leaf (θ(0), α, …) is stacked along a new leading axis, even when equal, so that
+    every batch of one shape uses one compiled solve. Recombine a member with
+    `eqx.combine(batched_member, shared)`. Raises `ConfigError` when the problems differ in
+    structure, static fields (m, d, activation, loss, data name) or leaf shapes.
+    """
+    check_same_shape(problems)
+    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(problems[0])
+    leaves0 = [leaf for _, leaf in paths_leaves]
+    shareable = [_field(path) in _SHAREABLE for path, _ in paths_leaves]
+    all_leaves = [leaves0] + [jax.tree_util.tree_leaves(p) for p in problems[1:]]
     batched, shared = [], []
     for j in range(len(leaves0)):
         column = [leaves[j] for leaves in all_leaves]
@@ -122,6 +130,101 @@ def _solve_batch(settings: FlowSettings, solver, batched, shared, ts, pts, t0, t
 
 def _member(tree, i: int):
     return jax.tree_util.tree_map(lambda v: v[i], tree)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSettings:
+    """`simulate_batch`'s arguments after `validate`: one horizon per member (`t1s`), the
+    saves (`n_save` equally spaced times on [0, t1] per member, `save_params`), the solver
+    resolved (`choice`) and the compiled flow's settings (`flow`: tolerances, controller,
+    observables, physical clock). The only thing `simulate_batch` passes down."""
+
+    t1s: tuple[float, ...]
+    n_save: int
+    save_params: str
+    choice: SolverChoice
+    flow: FlowSettings
+
+    @classmethod
+    def validate(
+        cls, problems, *, t1s, n_save, solver, rtol, atol, observables, max_steps,
+        save_params, dt0, error_norm,
+    ) -> tuple[list[Problem], BatchSettings]:  # fmt: skip
+        """`simulate_batch`'s arguments checked in the user's terms before anything is
+        compiled: (the problems as a checked list, the settings)."""
+        error_norm = check_error_norm(error_norm)
+        if isinstance(problems, Problem):
+            raise ConfigError(
+                "`problems` must be a list of flows.Problem; got one Problem. Pass [problem] "
+                "(or use flows.simulate for a single run)."
+            )
+        try:
+            problems = list(problems)
+        except TypeError:
+            raise ConfigError(
+                f"`problems` must be a list of flows.Problem; got {type(problems).__name__}."
+            ) from None
+        for i, p in enumerate(problems):
+            check_problem(p, f"problems[{i}]")
+        t1s = [
+            as_float(f"t1s[{i}]", t)
+            for i, t in enumerate(np.atleast_1d(np.asarray(t1s, dtype=object)).tolist())
+        ]
+        if len(t1s) != len(problems):
+            raise ConfigError(
+                f"`t1s` must give one final time per problem: got {len(t1s)} for "
+                f"{len(problems)} problems."
+            )
+        for t1 in t1s:
+            check_common(0.0, t1, rtol, atol, save_params)
+        n_save = check_n_save(n_save)
+        max_steps = check_max_steps(max_steps)
+        dt0 = check_dt0(dt0)
+        check_same_shape(problems)
+        observables, obs_bytes = check_observables(problems[0], observables)
+        check_save_memory(
+            problems[0],
+            len(problems) * n_save,
+            len(problems) * len(param_save_times(np.zeros(n_save), save_params)),
+            obs_bytes,
+        )
+        choice = resolve_solver(
+            solver, rtol, atol, problems[0].n_params, problems[0].dtype, error_norm=error_norm
+        )
+        flow = FlowSettings(
+            rtol=rtol,
+            atol=atol,
+            max_steps=max_steps,
+            dt0=dt0,
+            count_evals=False,
+            progress=False,
+            observables=observables,
+            clock=PhysicalClock(),
+            error_norm=error_norm,
+        )
+        return problems, cls(tuple(t1s), n_save, save_params, choice, flow)
+
+    def save_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """(save times, parameter save times), one row per member."""
+        ts = np.stack([np.linspace(0.0, t1, self.n_save) for t1 in self.t1s])
+        return ts, np.stack([param_save_times(row, self.save_params) for row in ts])
+
+    def config(self, problem: Problem, t1: float) -> dict:
+        """The trajectory's `config` (`flow.flow_config`) of the member ending at `t1`."""
+        return flow_config(
+            problem,
+            self.choice,
+            PhysicalClock(),
+            rtol=self.flow.rtol,
+            atol=self.flow.atol,
+            t0=0.0,
+            t1=t1,
+            max_steps=self.flow.max_steps,
+            dt0=self.flow.dt0,
+            save_params=self.save_params,
+            method=f"gradient flow ({self.choice.name}, batched)",
+            error_norm=self.flow.error_norm,
+        )
 
 
 @jit_kept_on  # compiled even inside `jax.disable_jit()`
@@ -162,82 +265,40 @@ def simulate_batch(
     solve failed, a `SolverError` (not raised) naming the time reached and the reason, with
     the partial run as its `trajectory` attribute. Raises `ConfigError` on bad input.
     """
+    flat = {
+        "n_save": n_save, "save_params": save_params, "observables": observables,
+        "rtol": rtol, "atol": atol, "error_norm": error_norm, "dt0": dt0,
+    }  # fmt: skip
     if save is not None or controller is not None:
-        g = ungroup(simulate_batch, save, controller, {
-            "n_save": n_save, "save_params": save_params, "observables": observables,
-            "rtol": rtol, "atol": atol, "error_norm": error_norm, "dt0": dt0,
-        })  # fmt: skip
-        n_save, save_params, observables = g["n_save"], g["save_params"], g["observables"]
-        rtol, atol, error_norm, dt0 = g["rtol"], g["atol"], g["error_norm"], g["dt0"]
-    error_norm = check_error_norm(error_norm)
-    if isinstance(problems, Problem):
-        raise ConfigError(
-            "`problems` must be a list of flows.Problem; got one Problem. Pass [problem] "
-            "(or use flows.simulate for a single run)."
-        )
-    try:
-        problems = list(problems)
-    except TypeError:
-        raise ConfigError(
-            f"`problems` must be a list of flows.Problem; got {type(problems).__name__}."
-        ) from None
-    for i, p in enumerate(problems):
-        check_problem(p, f"problems[{i}]")
-    t1s = [
-        as_float(f"t1s[{i}]", t)
-        for i, t in enumerate(np.atleast_1d(np.asarray(t1s, dtype=object)).tolist())
-    ]
-    if len(t1s) != len(problems):
-        raise ConfigError(
-            f"`t1s` must give one final time per problem: got {len(t1s)} for "
-            f"{len(problems)} problems."
-        )
-    for t1 in t1s:
-        check_common(0.0, t1, rtol, atol, save_params)
-    n_save = check_n_save(n_save)
-    max_steps = check_max_steps(max_steps)
-    dt0 = check_dt0(dt0)
-    batched, shared = stack_problems(problems)  # also refuses an empty list
-    observables, obs_bytes = check_observables(problems[0], observables)
-    check_save_memory(
-        problems[0],
-        len(problems) * n_save,
-        len(problems) * len(param_save_times(np.zeros(n_save), save_params)),
-        obs_bytes,
+        flat = ungroup(simulate_batch, save, controller, flat)
+    problems, settings = BatchSettings.validate(
+        problems, t1s=t1s, solver=solver, max_steps=max_steps, **flat
     )
-    choice = resolve_solver(
-        solver, rtol, atol, problems[0].n_params, problems[0].dtype, error_norm=error_norm
-    )
-    settings = FlowSettings(
-        rtol=rtol,
-        atol=atol,
-        max_steps=max_steps,
-        dt0=dt0,
-        count_evals=False,
-        progress=False,
-        observables=observables,
-        clock=PhysicalClock(),
-        error_norm=error_norm,
-    )
-    ts = np.stack([np.linspace(0.0, t1, n_save) for t1 in t1s])
-    pts = np.stack([param_save_times(row, save_params) for row in ts])
+    return _run_batch(problems, settings)
+
+
+def _run_batch(problems: list[Problem], settings: BatchSettings) -> list:
+    """The one vmapped solve of `problems` under `settings`, then one result per member."""
+    batched, shared = stack_problems(problems)
+    ts, pts = settings.save_times()
+    flow = settings.flow
     args = (
         batched,
         shared,
         jnp.asarray(ts),
         jnp.asarray(pts),
         jnp.asarray(0.0),
-        jnp.asarray(np.asarray(t1s)),
-        settings.tol(),
+        jnp.asarray(np.asarray(settings.t1s)),
+        flow.tol(),
     )
-    static = settings.compile_settings()
-    solver, solver_k = runtime_solver(choice.solver)
+    static = flow.compile_settings()
+    solver, solver_k = runtime_solver(settings.choice.solver)
     key = (
         "batch",
         static,
         solver_k,
         len(problems),
-        n_save,
+        settings.n_save,
         pts.shape[1],
         jax.tree_util.tree_structure(batched),
         jax.tree_util.tree_structure(shared),
@@ -249,30 +310,15 @@ def simulate_batch(
     sol = compiled(static, solver, *args)
     jax.block_until_ready(sol.ys)
     wall_s = time.perf_counter() - start
-
-    results: list[Trajectory | SolverError] = []
-    for i, problem in enumerate(problems):
-        results.append(
-            _member_result(
-                problem,
-                sol,
-                i,
-                ts[i],
-                pts[i],
-                t1s[i],
-                choice,
-                settings,
-                save_params,
-                compile_s,
-                wall_s,
-            )
-        )
-    return results
+    return [
+        _member_result(problem, sol, i, ts[i], pts[i], settings, compile_s, wall_s)
+        for i, problem in enumerate(problems)
+    ]
 
 
-def _member_result(
-    problem, sol, i, ts, pts, t1, choice: SolverChoice, settings, save_params, compile_s, wall_s
-):
+def _member_result(problem, sol, i, ts, pts, settings: BatchSettings, compile_s, wall_s):
+    """Member `i` of the batch's solution: its `Trajectory`, or its `SolverError`."""
+    t1, choice = settings.t1s[i], settings.choice
     batch = int(np.asarray(sol.stats["num_steps"]).shape[0])
     obs = {k: np.asarray(v[i]) for k, v in sol.ys[0].items()}
     end = _member(sol.ys[1], i)  # (t, θ[, observables]) at the last step, save axis of 1
@@ -304,20 +350,7 @@ def _member_result(
         batch_size=batch,
         extra=extra,
     )
-    config = flow_config(
-        problem,
-        choice,
-        PhysicalClock(),
-        rtol=settings.rtol,
-        atol=settings.atol,
-        t0=0.0,
-        t1=t1,
-        max_steps=settings.max_steps,
-        dt0=settings.dt0,
-        save_params=save_params,
-        method=f"gradient flow ({choice.name}, batched)",
-        error_norm=settings.error_norm,
-    )
+    config = settings.config(problem, t1)
     params = {}
     if len(pts):
         params = flat_params(_member(sol.ys[2], i))
@@ -329,7 +362,7 @@ def _member_result(
         params=params,
         stats=stats,
         config=config,
-        certify_rtol=settings.rtol,
+        certify_rtol=settings.flow.rtol,
     )
     if ok:
         return traj

@@ -103,7 +103,8 @@ class LossClock(AbstractClock):
     """Step in s with dt/ds = 1/L(θ), physical time t carried as a state — for losses
     that decay to 0 (logistic loss on separable data). `max_steps` of `simulate` applies to
     each segment between save times; the save times are reached by root finding, and the
-    last saved time is always t1 (appended if `ts` ends before it). The solve runs in
+    last saved time is always t1 (appended if `ts` ends before it); the observable `s`
+    records the clock. No `stop`, no `dt0`, explicit solvers only. The solve runs in
     float64 whatever the problem's dtype (t runs to 10¹²; θ is promoted with it)."""
 
     name: ClassVar[str] = "loss"

@@ -171,33 +171,10 @@ def solve_loss_clock(problem, run: RunSettings, *, ts: np.ndarray, config: dict)
             steps[0] += n
             steps[1] += acc
             steps[2] += rej
-            t_new = float(y_new[2])
-            if not all_finite(y_new):
-                failure = (
-                    Result.clock_overflow,
-                    "non-finite (NaN/Inf) state: the loss clock overflowed",
-                    t_now,
-                )
-                break
-            if not okay:
-                result, reason = Result.solver_failed, str(diffrax.RESULTS[code])
-                if acc and rej > acc:
-                    result = Result.step_size_collapsed
-                    reason = f"step size collapsed ({rej} rejected vs {acc} accepted steps)"
-                elif n >= max_steps:
-                    result = Result.max_steps_reached
-                    reason = f"max_steps = {max_steps} reached within one segment"
-                stalled = _stalled(problem, y_new[0], target - t_new, rtol)
-                if stalled:
-                    result, reason = Result.loss_stalled, stalled
-                failure = (result, reason, t_new)
-                break
-            if abs(t_new - target) > 1e-8 * max(1.0, abs(target)):
-                failure = (
-                    Result.clock_short,
-                    f"the clock did not reach t = {target:.6g} (stopped at {t_new:.6g})",
-                    t_new,
-                )
+            failure = _segment_failure(
+                problem, run, (okay, n, acc, rej), code, y_new, t_now, target
+            )
+            if failure is not None:
                 break
             s, y = s_new, (y_new[0], y_new[1], _f64(target))
         else:
@@ -252,6 +229,39 @@ def solve_loss_clock(problem, run: RunSettings, *, ts: np.ndarray, config: dict)
     if obs:
         traj.observables["s"] = np.asarray(s_vals)
     return traj
+
+
+def _segment_failure(problem, run: RunSettings, counts, code, y_new, t_now, target):
+    """(Result, reason, t) of a loss-clock segment that failed — a non-finite state, the
+    solver's failure (step-size collapse, max steps, a stalled loss) or a clock that fell
+    short of its target — else None."""
+    okay, n, acc, rej = counts
+    t_new = float(y_new[2])
+    if not all_finite(y_new):
+        return (
+            Result.clock_overflow,
+            "non-finite (NaN/Inf) state: the loss clock overflowed",
+            t_now,
+        )
+    if not okay:
+        result, reason = Result.solver_failed, str(diffrax.RESULTS[code])
+        if acc and rej > acc:
+            result = Result.step_size_collapsed
+            reason = f"step size collapsed ({rej} rejected vs {acc} accepted steps)"
+        elif n >= run.max_steps:
+            result = Result.max_steps_reached
+            reason = f"max_steps = {run.max_steps} reached within one segment"
+        stalled = _stalled(problem, y_new[0], target - t_new, run.rtol)
+        if stalled:
+            result, reason = Result.loss_stalled, stalled
+        return (result, reason, t_new)
+    if abs(t_new - target) > 1e-8 * max(1.0, abs(target)):
+        return (
+            Result.clock_short,
+            f"the clock did not reach t = {target:.6g} (stopped at {t_new:.6g})",
+            t_new,
+        )
+    return None
 
 
 def _stalled(problem, theta, remaining: float, rtol: float) -> str | None:

@@ -105,51 +105,36 @@ def simulate(
       or a diffrax solver object (any adaptive `diffrax.AbstractSolver`, e.g.
       `diffrax.Dopri5()`, `flows.RKC2(rho_every=10)`). An object equal to a named solver is
       recorded under its name; the config records every solver's class and settings.
-      RKC2 ('rkc' is `RKC2(nonstiff='tsit5', tolerances=(rtol, atol))`) also reports
-      `stats.extra`: `jvp_evals` (Hessian-vector products of its power iteration;
-      `vf_evals` counts each once more, as the primal evaluation inside it),
-      `spectral_radius`, `last_stages`, `nonstiff_steps` (accuracy-limited steps that it
-      took with its non-stiff method; see `flows.RKC2`), `rho_redos` and `split_steps`;
-      ESERK4 ('eserk4', `flows.ESERK4`) and ROCK4 ('rock4', `flows.ROCK4`) the same.
+      The stabilized solvers ('rkc', 'eserk4', 'rock4') add their own counts to
+      `stats.extra` (`jvp_evals`, `spectral_radius`, `nonstiff_steps`, …; `flows.RKC2`).
     - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
     - `error_norm`: the norm in which that controller measures the local error scaled by
       atol + rtol·max(|y_n|, |y_{n+1}|) over the whole state (θ and the energy): 'rms'
       (default, diffrax's `optimistix.rms_norm`) or 'max' (`optimistix.max_norm`: every
-      component within tolerance). 'rkc', 'eserk4' and 'rock4' judge their own steps in the same
-      norm (`flows.RKC2`, `error_norm`). With 'rms', where the error sits in a few of many
-      parameters (a few neurons of a wide net) the largest parameter error can exceed
-      rtol by up to sqrt(number of parameters); 'max' bounds it at the cost of more
-      steps. Recorded as `config["error_norm"]`.
+      component within tolerance). With 'rms', where the error sits in a few of many
+      parameters the largest parameter error can exceed rtol by up to sqrt(number of
+      parameters); 'max' bounds it at the cost of more steps.
     - `ts` or `n_save`: physical save times (default `n_save` equally spaced points on
       [t0, t1]; `flows.log_save_times` for late-phase runs).
     - `save_params`: θ at every save time ('all'), at the first and last ('ends'), or
       never ('none'; observables only, for very wide networks).
     - `observables`: (problem, θ, t) → dict of arrays, evaluated inside the solve at each
       save time; `loss` and the energy terms are always recorded. Checked (as `stop` is)
-      on a first, abstract evaluation at (θ(0), t0) before anything is compiled: a
-      `ConfigError` names what it returned, or what to change when JAX cannot trace it.
+      on an abstract evaluation before anything is compiled.
     - `clock`: what the solver steps in — a clock object or its name: 'physical' (t),
-      'log' (s = ln(1 + t); for late-phase runs to t ~ 10⁶–10¹², at a cost growing like
-      log t) or 'loss' (dt/ds = 1/L, t carried as a state, for losses decaying to 0; solved
-      segment by segment between save times, `max_steps` per segment, t1 always saved, the
-      observable `s` records the clock; no `stop`, no `dt0`, explicit solvers only; see
-      `flows.LossClock`). Save times stay physical.
+      'log' (s = ln(1 + t); late-phase runs to t ~ 10⁶–10¹²) or 'loss' (dt/ds = 1/L, for
+      losses decaying to 0; segment by segment between saves; `flows.LossClock` says what
+      it allows). Save times stay physical.
     - `max_steps`: solver step budget (at most `MAX_STEPS` = 10¹²; `n_save` and `ts` at
       most `MAX_SAVES` = 10⁷ times, and what they save must fit in memory). `dt0`: initial
-      step (None: chosen by the toolkit from the tolerances, and for Tsit5/Dopri from
-      ρ(θ(0)), `flows._solvers.initial_step`;
-      recorded as `stats.extra["dt0"]`, with `first_step_evals` — 22 evaluations with the
-      ρ measurement (then `rho0`), 2 without — not in `vf_evals`).
-    - `progress`: show the solve's progress on stderr: a line before a compile, then on a
-      terminal one live bar (tqdm: the share of the run's clock done, the time reached of
-      t1, steps and rejected steps, the time left), elsewhere a plain line at every
-      tenth (`flows._solve.progress`); the loss clock prints a line per save time instead.
-      `count_evals`: how to count vector-field calls:
-      'auto' (default) from the step count for Tsit5, Dopri5, Dopri8 (`EVALS_PER_STEP`), from
-      the solver's own count for RKC2 (exact on accepted steps; evaluations of rejected
-      steps are not seen — `stats.rejected_steps` says how many) and by a host callback
-      for the others and for the loss clock; True: always by callback (costs ~10 % on a
-      wide net on CPU, and synchronizes on accelerators); False: not at all.
+      step (None: chosen from the tolerances, and for Tsit5/Dopri from ρ(θ(0)); recorded
+      as `stats.extra["dt0"]`, its evaluations as `first_step_evals`, not in `vf_evals`).
+    - `progress`: show the solve's progress on stderr (a live bar on a terminal, a plain
+      line per tenth elsewhere; `flows._solve.progress`).
+    - `count_evals`: how to count vector-field calls: 'auto' (default) from the step
+      count (`EVALS_PER_STEP`) or the solver's own count (the stabilized solvers: accepted
+      steps), else by a host callback; True: always by callback (~10 % on a wide net on
+      CPU; synchronizes on accelerators); False: not at all.
     - `throw`: raise `SolverError` when the solve fails (default). With `throw=False` the
       run up to the time reached is returned (save times after it dropped, the state at
       `stats.t_reached` appended, θ there as the last stored parameters; loss clock: the
@@ -163,22 +148,20 @@ def simulate(
       rtol and atol `GLOBAL_ERROR_FACTOR` (10) times tighter with the same solver and
       save times (tolerances are run-time values: the compiled program is reused). The
       estimate is `traj.global_error` (`flows.GlobalError`: per-save differences per
-      observable and parameter, the companion run, the cost) and its summary
-      `config["global_error"]`. Costs about 1.5–2.5 × the plain run; a companion that
-      fails leaves the estimate missing, with why. The final loss's error floor
-      (`stats.resolution`) is then at least the estimate. A run ended by `stop` keeps its
-      estimate when the companion stops between the same saves (its last entry compares
-      the two stop times' values). None (default): off, unless the command line's
-      `--global-error` turned it on.
+      observable and parameter, the companion run, the cost), summarised in
+      `config["global_error"]`; the final loss's error floor is then at least the
+      estimate. Costs about 1.5–2.5 × the plain run. None (default): off, unless the
+      command line's `--global-error` turned it on.
     - `save`, `controller`: the save and step-control arguments grouped as diffrax groups
       them (`flows.SaveSpec`: `ts`, `n_save`, `params`, `observables`;
       `flows.ControllerSpec`: `rtol`, `atol`, `norm`, `dt0`) — the same run as the flat
       arguments; a value given both ways is refused.
 
     **Returns:** a `Trajectory` whose `stats` is a `SolveStats` (also readable as the
-    mapping `stats["steps"]`, …). `stats.certificate` (`flows._solve.stats.certificate`) says
-    whether the energy identity and the monotone loss hold within 100·rtol·L(0)
-    (`CERTIFICATE_FACTOR`); the CLI refuses to save a run where they do not.
+    mapping `stats["steps"]`, …). `stats.certificate` says whether the energy identity
+    and the monotone loss hold within their windowed bounds, and `stats.resolution`
+    whether the final loss is larger than its error floor (`flows.loss_floors`); the CLI
+    refuses to save a run where either does not.
     """
     call: dict[str, Any] = {
         "t1": t1, "t0": t0, "solver": solver, "rtol": rtol, "atol": atol,

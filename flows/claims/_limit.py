@@ -54,6 +54,47 @@ class Limit:
     assumptions: str = ""
     reason: str = ""
 
+    def _rate_verdict(self, hyps, dist, p: float, plo: float, phi: float):
+        """(verdict, reasons) from the fitted rate m^p and its 95 % CI [plo, phi]: outside
+        the hypothesis first, then at the limit everywhere, no rate, the rate bound's rule
+        or the plain limit's (holds when the CI lies below 0)."""
+        reasons = []
+        outside = _outside(hyps)
+        if outside:
+            verdict = OUTSIDE_HYPOTHESIS
+            reasons.append(f"outside the hypothesis: {outside}")
+        elif not np.any(dist > 0):
+            verdict = HOLDS
+            reasons.append("at the limit at every width")
+        elif not math.isfinite(p):
+            verdict = NOT_APPLICABLE
+            reasons.append("too few nonzero distances to fit a rate")
+        elif self.rate_bound:
+            ps = float(self.predicted_exponent)  # type: ignore[arg-type]
+            if plo > ps or plo >= 0:
+                verdict = FAILS
+                reasons.append(
+                    f"the distance decays slower than the claimed m^{ps:.3g} (the whole 95% CI "
+                    "lies above it)"
+                    if plo > ps
+                    else "the distance does not decay"
+                )
+            elif phi < 0:
+                verdict = HOLDS
+            else:
+                verdict = UNDECIDED_SIZE
+                reasons.append("the rate's confidence interval contains 0")
+        elif phi < 0:
+            verdict = HOLDS
+        elif plo >= 0:
+            verdict = FAILS
+        else:
+            verdict = UNDECIDED_SIZE
+            reasons.append(
+                "the rate's confidence interval contains 0: more or larger widths would decide"
+            )
+        return verdict, reasons
+
     def judge(self) -> Check:
         hyps = _evaluate_hypotheses(self.claim, self.hypotheses)
         if self.rate_bound and self.predicted_exponent is None:
@@ -112,42 +153,9 @@ class Limit:
             f"|q − L| = {lit:.3g} ± {sd:.2g} at m = {widths[top]:g}{within}; "
             f"∝ m^{p:.3g} (95% CI [{plo:.3g}, {phi:.3g}])"
         )
-        reasons = []
-        outside = _outside(hyps)
-        if outside:
-            verdict = OUTSIDE_HYPOTHESIS
-            reasons.append(f"outside the hypothesis: {outside}")
-        elif not np.any(dist > 0):
-            verdict = HOLDS
+        verdict, reasons = self._rate_verdict(hyps, dist, p, plo, phi)
+        if not _outside(hyps) and not np.any(dist > 0):
             measured = f"|q − L| = 0 at every width and seed (m = {widths[0]:g} … {widths[top]:g})"
-            reasons.append("at the limit at every width")
-        elif not math.isfinite(p):
-            verdict = NOT_APPLICABLE
-            reasons.append("too few nonzero distances to fit a rate")
-        elif self.rate_bound:
-            ps = float(self.predicted_exponent)  # type: ignore[arg-type]
-            if plo > ps or plo >= 0:
-                verdict = FAILS
-                reasons.append(
-                    f"the distance decays slower than the claimed m^{ps:.3g} (the whole 95% CI "
-                    "lies above it)"
-                    if plo > ps
-                    else "the distance does not decay"
-                )
-            elif phi < 0:
-                verdict = HOLDS
-            else:
-                verdict = UNDECIDED_SIZE
-                reasons.append("the rate's confidence interval contains 0")
-        elif phi < 0:
-            verdict = HOLDS
-        elif plo >= 0:
-            verdict = FAILS
-        else:
-            verdict = UNDECIDED_SIZE
-            reasons.append(
-                "the rate's confidence interval contains 0: more or larger widths would decide"
-            )
         reasons.append(
             "rule: a limit m → ∞ holds when the fitted rate's 95% CI lies below 0"
             + (

@@ -1,22 +1,29 @@
-"""Which identities belong to which paper, and `run`."""
+"""Which identities belong to which paper, and `run`.
+
+The papers are the modules of this package that are not private (`multistage.py`,
+`bias_plateau.py`, …), each declaring `IDENTITIES`; a paper's name is its module's with
+'-' for '_'. Adding a paper's identities is adding its module — there is no list to edit
+(the command line's `flows derive` reads the modules the papers' experiments declare)."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from pathlib import Path
 
 from ._core import Identity, Settled, settle
 
 __all__ = ["PAPERS", "identities", "run"]
 
-PAPERS: tuple[str, ...] = ("multistage", "bias-plateau", "linear-teacher", "deep-linear")
-"""Paper names accepted by `run` (besides `"all"`), as in `flows derive <paper>`."""
-
 _MODULES = {
-    "multistage": "multistage",
-    "bias-plateau": "bias_plateau",
-    "linear-teacher": "linear_teacher",
-    "deep-linear": "deep_linear",
+    info.name.replace("_", "-"): info.name
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name)
+    if not info.name.startswith("_")
 }
+
+PAPERS: tuple[str, ...] = tuple(_MODULES)
+"""Paper names accepted by `run` (besides `"all"`), as in `flows derive <paper>`: the
+package's public modules, in alphabetical order."""
 
 
 def identities(name: str = "all") -> list[Identity]:
