@@ -655,7 +655,7 @@ def test_index_links_each_failing_claim_to_its_card():
     assert not any(h.startswith("None") or h.startswith("#claim") for h in links)
     assert "Failing in b" in parsed.visible  # listed, without a report to link to
     report = experiment_report(name="a", title="A", checks=checks)
-    card = re.search(rf'<section class="claim [a-z]+" id="claim-{failing}">', report)
+    card = re.search(rf'<details class="claim [a-z]+" id="claim-{failing}">', report)
     assert card and "fails" in card.group(0)
 
 
@@ -670,3 +670,65 @@ def test_solver_statistics_leave_out_what_no_run_recorded():
     rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
     assert len(rows) == 18 and "sweep[18]" not in table
     assert all(row.count("<td") == len(heads) and "—" not in row for row in rows)
+
+
+# ---------------------------------------------------------------------------------------
+# a report that fits a screen until opened
+
+
+def test_claims_are_grouped_failing_first_and_folded_to_one_line():
+    late = Check("T_d/ln m → (2α−1)/2", "paper Thm 2 (3)", "→ 0.5", "0.52 ± 0.03",
+                 "undecided (finite size)")  # fmt: skip
+    checks = [*_checks(), late]
+    page = experiment_report(name="p", title="T", checks=checks)
+    cards = re.findall(r'<details class="claim [a-z]+" id="claim-(\d+)"( open)?>', page)
+    # every claim once, folded; numbers are the claims' places (links from the index)
+    assert sorted(int(i) for i, _ in cards) == list(range(1, len(checks) + 1))
+    assert not any(opened for _, opened in cards)
+    order = [int(i) for i, _ in cards]
+    assert order[0] == 2  # the failing claim first
+    assert order[-2:] == [1, 4]  # the holding ones last, in their own order
+    groups = re.findall(r'<h3><span class="verdict [^"]*">([^<]*)</span> (\d+)</h3>', page)
+    assert groups == [("fails", "1"), ("undecided (finite size)", "1"), ("not applicable", "1"),
+                      ("holds", "2")]  # fmt: skip
+    # a link to #claim-N opens its card: the page's script opens the fold a fragment names
+    (code,) = [d for a, d in _Page(page).scripts if not a.get("type")]
+    assert "location.hash" in code and ".open=true" in code
+
+
+def test_a_reason_reads_one_sentence_first_with_the_detail_folded():
+    from flows._report.html import split_reason
+
+    assert split_reason("a (b; c) d; e [f; g]; h") == ["a (b; c) d", "e [f; g]", "h"]
+    why = "the bound holds with margin 0.5; rule: a margin above its error; note"
+    c = Check("x ≤ 1", "paper Thm 1", "≤ 1", "0.5", "holds", reason=why)
+    page = experiment_report(name="p", title="T", checks=[c])
+    verdict_row = re.search(r"<td>verdict</td><td>(.*?)</td>", page).group(1)
+    assert "the bound holds with margin 0.5" in verdict_row and "rule:" not in verdict_row
+    folded = re.search(r"<details><summary>Why, in full</summary><ul>(.*?)</ul></details>", page)
+    assert folded and folded.group(1).count("<li>") == 2 and "rule: a margin" in folded.group(1)
+
+
+def test_figures_enlarge_on_a_click_without_a_second_copy(tmp_path):
+    _png(tmp_path / "a.png")
+    page = experiment_report(name="p", title="T", checks=_checks(),
+                             figures={"a.png": (tmp_path / "a.png").read_bytes()})  # fmt: skip
+    fig = re.search(r'<figure id="fig-a-png">(.*?)</figure>', page).group(1)
+    assert re.search(r'<label class="zoom"[^>]*><input type="checkbox"[^>]*><img class="fig"', fig)
+    assert page.count("data:image/png") == 1  # one copy of the image, shown both sizes
+    assert "input:checked+img{position:fixed" in page  # the stylesheet's enlarged state
+
+
+def test_the_index_counts_every_verdict_kind_in_a_column_of_its_own():
+    checks = _checks() + [
+        Check("q → 0", "paper Thm 2", "→ 0", "0.1 ± 0.2", "undecided (numerical)"),
+        Check("a, b together", "paper Thm 3", "one β", "none", "fails (jointly)"),
+    ]  # fmt: skip
+    page = index_report([{"name": "a", "title": "A", "checks": checks, "report": "a/report.html"}])
+    heads = re.findall(r'<th><span class="verdict [^"]*">([^<]*)</span></th>', page)
+    assert heads == ["holds", "fails", "fails (jointly)", "undecided (numerical)",
+                     "not applicable"]  # fmt: skip
+    row = re.search(r'<tr><td><a href="a/report.html">.*?</tr>', page).group(0)
+    assert re.findall(r'<td class="num">(\d+)</td>', row) == ["2", "1", "1", "1", "1"]
+    # a claim failing jointly is listed among the failing, linked to its card
+    assert 'href="a/report.html#claim-6"' in page

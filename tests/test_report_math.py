@@ -113,7 +113,8 @@ def test_check_reports_render_the_claims_formulas():
     page = experiment_report(name="x", title="T", checks=[c], results={"config": {"n_save": 3}})
     for math in MATH.findall(page):
         _parse(math)
-    assert page.count("<math") >= 2 * 4 + 1  # summary row and card, and the statement
+    # the claim's four formulas in its card's line, the prediction's and the statement's
+    assert page.count("<math") >= 4 + 1 + 1
     assert "m^{" not in page.split("<pre>")[0]  # rendered above the terminal's table
     assert "m^{-(2α₁−1)}" in page.split("<pre>")[1]  # the terminal's table stays text
     assert "n_save" in page  # configuration keys are not formulas

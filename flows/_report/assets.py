@@ -21,12 +21,18 @@ font-size:.85em;white-space:nowrap}
 .v-na{background:#e5e7eb;color:#374151}.v-vacuous{background:#ede9fe;color:#4c1d95}
 .v-undecided{background:#fef3c7;color:#78350f}
 .claim{background:#fff;border:1px solid #ddd;border-left:5px solid #9ca3af;border-radius:4px;
-padding:.6em .9em;margin:1em 0}
+padding:.35em .9em;margin:.35em 0}
 .claim.holds{border-left-color:#16a34a}.claim.fails{border-left-color:#dc2626}
 .ref{color:#444;font-size:.9em;margin:.1em 0 .4em}
 .statement{font-style:italic;margin:.3em 0}
 .pm td:first-child{font-weight:600;white-space:nowrap}
 img.fig{max-width:100%;height:auto;border:1px solid #eee;background:#fff}
+label.zoom{display:block;cursor:zoom-in}label.zoom input{position:absolute;opacity:0;
+width:1px;height:1px}label.zoom input:checked+img{position:fixed;inset:0;margin:auto;
+max-width:98vw;max-height:98vh;width:auto;z-index:10;cursor:zoom-out;
+box-shadow:0 0 0 100vmax rgba(0,0,0,.55)}label.zoom input:focus-visible+img{outline:2px solid
+#2563eb}
+details.claim>summary{font-weight:600}details.claim[open]>summary{margin-bottom:.4em}
 svg.chart{max-width:100%;height:auto;font-size:11px;background:#fff}
 .chartbox{margin:.5em 0}
 .hint{color:#666;font-size:.85em}

@@ -21,10 +21,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..claims._checks import (
+    FAILING,
     FAILS,
     FAILS_JOINTLY,
     HOLDS,
+    HOLDS_PERSISTENT,
+    HOLDS_TRANSIENT,
     NOT_APPLICABLE,
+    NOT_OBSERVED,
+    OUTSIDE_HYPOTHESIS,
+    UNDECIDED,
+    UNDECIDED_SIZE,
+    VACUOUS,
+    VERDICTS,
     Check,
     format_table,
     verdict_counts,
@@ -58,21 +67,61 @@ from .parts import (
 )
 from .svg import _e
 
+#: The order of the groups of a report's claims: what fails first, what holds last.
+GROUP_ORDER = (
+    FAILS,
+    FAILS_JOINTLY,
+    NOT_OBSERVED,
+    UNDECIDED,
+    UNDECIDED_SIZE,
+    OUTSIDE_HYPOTHESIS,
+    VACUOUS,
+    NOT_APPLICABLE,
+    HOLDS_TRANSIENT,
+    HOLDS_PERSISTENT,
+    HOLDS,
+)
+
+
+def split_reason(reason: str) -> list[str]:
+    """A verdict's reason cut into its parts at top-level '; ' (not inside brackets): the
+    first is the verdict's one sentence, the others its detail."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(reason):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(depth - 1, 0)
+        elif ch == ";" and depth == 0 and reason[k + 1 : k + 2] == " ":
+            parts.append(reason[start:k].strip())
+            start = k + 2
+    parts.append(reason[start:].strip())
+    return [p for p in parts if p]
+
 
 def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, int]) -> str:
+    """Claim `i` as a card folded to one line (number, verdict, claim, where), opened by a
+    click or by a link to `#claim-i`: the paper's reference and statement, predicted and
+    measured, the verdict's first reason with the rest folded, its numbers and figure."""
     ref = c.reference
     cls = {HOLDS: "holds", FAILS: "fails", FAILS_JOINTLY: "fails"}.get(c.verdict, "na")
-    parts = [f'<section class="claim {cls}" id="claim-{i}">']
-    parts.append(f"<h3>{i}. {_badge(c.verdict)} {_f(c.claim)}</h3>")
     where = ref.describe() if ref else ""
+    short_where = ref.describe(with_paper=False) if ref else c.source
+    parts = [
+        f'<details class="claim {cls}" id="claim-{i}"><summary><span class="num">{i}.</span> '
+        f"{_badge(c.verdict)} {_f(c.claim)}"
+        + (f' <span class="hint">· {_t(short_where)}</span>' if short_where else "")
+        + "</summary>"
+    ]
     parts.append(
         f'<p class="ref">{_e(where) + " · " if where else ""}source: <code>{_e(c.source)}</code>'
         "</p>"
     )
     if ref and ref.statement:
         parts.append(f'<p class="statement">Statement: {_f(ref.statement)}</p>')
+    reasons = split_reason(c.reason or "")
     rows = [("predicted", c.predicted), ("measured", c.measured)]
-    rows.append(("verdict", c.verdict + (f" — {c.reason}" if c.reason else "")))
+    rows.append(("verdict", c.verdict + (f" — {reasons[0]}" if reasons else "")))
     if c.kind:
         rows.append(("kind", c.kind))
     if c.margin is not None:
@@ -90,6 +139,12 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
     parts.append(
         _table("".join(f"<tr><td>{_e(k)}</td><td>{_f(v)}</td></tr>" for k, v in rows), "pm")
     )
+    if len(reasons) > 1:
+        parts.append(
+            "<details><summary>Why, in full</summary><ul>"
+            + "".join(f"<li>{_f(r)}</li>" for r in reasons[1:])
+            + "</ul></details>"
+        )
     if c.trend is not None:
         parts.append(_trend_html(c.trend))
     if c.values:
@@ -108,8 +163,25 @@ def _claim_html(i: int, c: Check, figures: Mapping[str, str], shown: dict[str, i
         else:
             shown[fig] = i
             parts.append(_figure_html(fig, figures[fig]))
-    parts.append("</section>")
+    parts.append("</details>")
     return "".join(parts)
+
+
+def _claims_html(checks: Sequence[Check], figures: Mapping[str, str], shown: dict) -> str:
+    """The claims grouped by verdict (failing first), each folded to its one line; a
+    claim keeps its number (its place in `checks`, from 1: `#claim-N`)."""
+    numbered = list(enumerate(checks, 1))
+    order = [v for v in GROUP_ORDER if v in VERDICTS] + [
+        v for v in VERDICTS if v not in GROUP_ORDER
+    ]
+    out = []
+    for v in order + sorted({c.verdict for c in checks} - set(order)):
+        group = [(i, c) for i, c in numbered if c.verdict == v]
+        if not group:
+            continue
+        out.append(f"<h3>{_badge(v)} {len(group)}</h3>")
+        out += [_claim_html(i, c, figures, shown) for i, c in group]
+    return "".join(out)
 
 
 def _slug(name: str) -> str:
@@ -117,9 +189,14 @@ def _slug(name: str) -> str:
 
 
 def _figure_html(name: str, uri: str) -> str:
+    """A figure that a click shows at full size (a checkbox's state, no script; a second
+    click or Escape's focus change returns it)."""
     return (
-        f'<figure id="fig-{_e(_slug(name))}"><img class="fig" src="{uri}" alt="{_e(name)}">'
-        f"<figcaption>{_e(name)}</figcaption></figure>"
+        f'<figure id="fig-{_e(_slug(name))}"><label class="zoom" title="click to enlarge">'
+        f'<input type="checkbox" aria-label="enlarge {_e(name)}">'
+        f'<img class="fig" src="{uri}" alt="{_e(name)}"></label>'
+        f'<figcaption>{_e(name)} <span class="hint">(click to enlarge)</span></figcaption>'
+        "</figure>"
     )
 
 
@@ -275,20 +352,11 @@ def experiment_report(
         _counts(checks),
         '<nav><a href="#claims">Claims</a><a href="#curves">Loss curves</a>'
         '<a href="#figures">Figures</a><a href="#provenance">Provenance</a></nav>',
-        '<h2 id="summary">Summary</h2><div class="tw"><table><tr><th>#</th>'
-        "<th>claim</th><th>where</th><th>predicted</th><th>measured</th><th>verdict</th></tr>",
+        '<h2 id="claims">Claims</h2><p class="hint">Each claim is one line: click it for '
+        "the paper's statement, the numbers and why the verdict is what it is.</p>",
     ]
-    for i, c in enumerate(checks, 1):
-        where = c.reference.describe(with_paper=False) if c.reference else ""
-        body.append(
-            f'<tr><td><a href="#claim-{i}">{i}</a></td><td>{_f(c.claim)}</td>'
-            f"<td>{_t(where or c.source)}</td><td>{_f(c.predicted)}</td>"
-            f"<td>{_f(c.measured)}</td><td>{_badge(c.verdict)}</td></tr>"
-        )
-    body.append("</table></div>")
-    body.append('<h2 id="claims">Claims</h2>')
     shown: dict[str, int] = {}
-    body += [_claim_html(i, c, uris, shown) for i, c in enumerate(checks, 1)]
+    body.append(_claims_html(checks, uris, shown))
     chart = _zoom_chart("curve-data", curves, *curve_label)
     if chart:
         body += ['<h2 id="curves">Loss curves</h2>', chart]
@@ -421,28 +489,28 @@ def index_report(
 ) -> str:
     """The `index.html` of `flows check all`: one row per experiment (`name`, `title`,
     `checks`, `report` — the relative link to its report.html, `wall_s`)."""
+    all_checks = [c for e in entries for c in (e.get("checks") or [])]
+    total = verdict_counts(all_checks)
+    kinds = [v for v in VERDICTS if total[v] or v in (HOLDS, FAILS, NOT_APPLICABLE)]
     rows = []
     for e in entries:
-        checks = e.get("checks") or []
-        n = verdict_counts(checks)
-        other = sum(n.values()) - n[HOLDS] - n[FAILS] - n[NOT_APPLICABLE]
+        n = verdict_counts(e.get("checks") or [])
         link = e.get("report")
         name = f'<span class="nw">{_e(e["name"])}</span>'
         label = f'<a href="{_e(link)}">{name}</a>' if link else name
         wall = _float(e.get("wall_s"))
-        counts = "".join(_td(k) for k in (n[HOLDS], n[FAILS], n[NOT_APPLICABLE], other))
+        counts = "".join(_td(n[k]) for k in kinds)
         rows.append(
             f"<tr><td>{label}</td><td>{_e(e.get('title', ''))}</td>{counts}"
             f'<td class="num">{_e(f"{wall:.0f} s" if wall is not None else "—")}</td></tr>'
         )
-    all_checks = [c for e in entries for c in (e.get("checks") or [])]
+    heads = "".join(f"<th>{_badge(k)}</th>" for k in kinds)
     body = [
         "<h1>flows check all</h1>",
         f'<p class="sub">{_e(mode) + " · " if mode else ""}{len(entries)} experiments</p>',
         _counts(all_checks),
         _table(
-            "<tr><th>experiment</th><th>paper</th><th>hold</th><th>fail</th>"
-            "<th>not applicable</th><th>other verdicts</th><th>wall time</th></tr>" + "".join(rows)
+            f"<tr><th>experiment</th><th>paper</th>{heads}<th>wall time</th></tr>" + "".join(rows)
         ),
     ]
     body += [_failing_html(e) for e in entries]
@@ -457,7 +525,7 @@ def _failing_html(entry: Mapping[str, Any]) -> str:
     link = entry.get("report")
     items = []
     for i, c in enumerate(checks, 1):
-        if c.verdict != FAILS:
+        if c.verdict not in FAILING:
             continue
         label = _e(c.label)
         if link:

@@ -158,8 +158,17 @@ def _os_text(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+#: Opens the folded claim card (and any fold around it) a link's #fragment points to.
+_OPEN_JS = (
+    "(function(){function o(){var e=document.getElementById(location.hash.slice(1));"
+    'for(;e;e=e.parentElement){if(e.tagName==="DETAILS")e.open=true;}}'
+    'window.addEventListener("hashchange",o);o();})();'
+)
+
+
 def _page(title: str, body: str, *, script: bool) -> str:
-    js = f"<script>{_JS}</script>" if script else ""
+    """The page around `body`; `script`: with the charts' zooming script."""
+    js = f"<script>{_JS if script else ''}{_OPEN_JS}</script>"
     return _os_text(
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
