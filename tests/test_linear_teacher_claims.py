@@ -13,15 +13,11 @@ import pytest
 
 from flows.claims import Existential
 from flows.experiments.linear_teacher import outlier_search as osearch
-from flows.experiments.linear_teacher.checks import (
-    boundary_nonlinearity,
-    check_sgd,
-    check_theorem61,
-    nar_entry_index,
-)
+from flows.experiments.linear_teacher.checks import boundary_nonlinearity, check_sgd
 from flows.experiments.linear_teacher.config import Config
 from flows.experiments.linear_teacher.data import symmetric_gaussians
 from flows.experiments.linear_teacher.outlier_checks import check_outlier_search
+from flows.experiments.linear_teacher.theorem61_checks import check_theorem61, nar_entry_index
 from reduced import max_margin as mm
 
 
@@ -251,13 +247,9 @@ def test_shared_problem_same_theta0_and_one_compile_key():
 
 
 def test_quick_skips_are_not_applicable_with_the_real_claims():
-    from flows.experiments.linear_teacher.checks import (
-        check_highdim,
-        check_smoothing,
-        highdim_skipped,
-        smoothing_skipped,
-    )
+    from flows.experiments.linear_teacher.checks import check_smoothing, smoothing_skipped
     from flows.experiments.linear_teacher.config import default_config
+    from flows.experiments.linear_teacher.theorem61_checks import check_highdim, highdim_skipped
 
     quick = default_config(quick=True)
     assert not quick.highdim and not quick.smoothing_check

@@ -52,7 +52,6 @@ from .observables import top_gap as top_gap
 from .runs import DeepRun as DeepRun
 from .runs import HomogeneousRun as HomogeneousRun
 from .runs import crossing_times as crossing_times
-from .runs import deep_runs as deep_runs
 from .runs import homogeneous_horizon as homogeneous_horizon
 from .runs import homogeneous_sweep as homogeneous_sweep
 from .runs import learned_times as learned_times
@@ -60,10 +59,6 @@ from .runs import reduced_trajectory as reduced_trajectory
 from .runs import run_homogeneous as run_homogeneous
 from .runs import synthetic_deep_data as synthetic_deep_data
 from .runs import train_deep as train_deep
-from .runs import trend_model as trend_model
-from .runs import trend_point as trend_point
-from .runs import trend_settings as trend_settings
-from .runs import trend_sweep as trend_sweep
 from .sweep import AXES as AXES
 from .sweep import CURVES as CURVES
 from .sweep import MAX_DEPTH as MAX_DEPTH
@@ -76,6 +71,11 @@ from .sweep import parse_prng_seeds as parse_prng_seeds
 from .sweep import plateau_sweep as plateau_sweep
 from .sweep import plot_plateau_sweep as plot_plateau_sweep
 from .sweep import run_point as run_point
+from .theorem1_runs import deep_runs as deep_runs
 from .trend_checks import check_trend as check_trend
 from .trend_checks import trend_checks as trend_checks
 from .trend_checks import trend_stats as trend_stats
+from .trend_runs import trend_model as trend_model
+from .trend_runs import trend_point as trend_point
+from .trend_runs import trend_settings as trend_settings
+from .trend_runs import trend_sweep as trend_sweep

@@ -145,14 +145,31 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
                 Check.not_applicable(claim, f"{SOURCE} {src}", run.reason, assumptions=assumptions)
             )
         return checks
-    # 1. Full vs reduced: crossing times of the classes that cross in the reduced model.
+    checks += _reduced_model_checks(run, cfg, [c for c, _ in claims[:2]], assumptions)
+    bT = o["b"][-1]
+    order = np.asarray(rbp.predicted_learning_order(run.w0))
+    chk = check_learning_order(run.t_learned, order)
+    checks.append(dataclasses.replace(chk, assumptions=assumptions))
+    checks.append(dataclasses.replace(check_top_bias(bT, order[-1]), assumptions=assumptions))
+    checks.append(_bias_gap_check(run, cfg, claims[4][0], assumptions))
+    checks.append(_offdiag_check(run, cfg, claims[5][0], assumptions))
+    return checks
+
+
+def _reduced_model_checks(
+    run: HomogeneousRun, cfg: Config, claims: list[str], assumptions: str
+) -> list[Check]:
+    """The full flow against the reduced tensor-power ODE (§4): the crossing times
+    W_ii^r = 1 of the classes that cross in the reduced model, and the biases at T."""
+    o = run.traj.observables
+    checks: list[Check] = []
     tc, tr_ = run.t_cross, run.t_cross_red
     sel = np.isfinite(tr_)
     rel = np.abs(tc[sel] - tr_[sel]) / tr_[sel]
     worst = float(np.max(rel)) if rel.size and np.all(np.isfinite(rel)) else math.inf
     checks.append(
         Check.compare(
-            claims[0][0],
+            claims[0],
             f"{SOURCE} §4",
             holds=worst <= cfg.reduced_time_rtol,
             predicted=f"relative difference ≤ {cfg.reduced_time_rtol:g}; reduced: "
@@ -176,7 +193,7 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
     db = float(np.max(np.abs(bT - brT)))
     checks.append(
         Check.compare(
-            claims[1][0],
+            claims[1],
             f"{SOURCE} §4",
             holds=db <= cfg.reduced_bias_rtol * scale,
             predicted=f"max_i |b_i − b_i^red| ≤ {cfg.reduced_bias_rtol:g}·max|b^red| = "
@@ -199,54 +216,50 @@ def homogeneous_checks(run: HomogeneousRun, cfg: Config) -> list[Check]:
             ),
         ),
     )
-    order = np.asarray(rbp.predicted_learning_order(run.w0))
-    chk = check_learning_order(run.t_learned, order)
-    checks.append(dataclasses.replace(chk, assumptions=assumptions))
-    checks.append(dataclasses.replace(check_top_bias(bT, order[-1]), assumptions=assumptions))
-    if np.all(np.isfinite(run.t_learned)):
-        gap, rows = learned_gaps(run)
-        checks.append(
-            Check.compare(
-                claims[4][0],
-                f"{SOURCE} Prop 1",
-                holds=gap >= cfg.bias_gap_c2,
-                predicted=f"top bias − learned class's bias ≥ {cfg.bias_gap_c2}",
-                measured=f"min gap {gap:.3g} over {len(rows)} (time, class) checkpoints",
-                assumptions=assumptions,
-                values={"min_gap": gap, "rows": rows},
-                reason="checked when each later class is learned, and at T",
-                critical=(flips_at("C₂", gap, at_least=False, default=cfg.bias_gap_c2),),
-            )
-        )
-    else:
-        checks.append(
-            Check.not_applicable(
-                claims[4][0], f"{SOURCE} Prop 1", "not every class is learned by T"
-            )
-        )
+    return checks
+
+
+def _bias_gap_check(run: HomogeneousRun, cfg: Config, claim: str, assumptions: str) -> Check:
+    """Learned classes sit ≥ C₂ below the top bias (Proposition 1), checked when each
+    later class is learned and at T."""
+    if not np.all(np.isfinite(run.t_learned)):
+        return Check.not_applicable(claim, f"{SOURCE} Prop 1", "not every class is learned by T")
+    gap, rows = learned_gaps(run)
+    return Check.compare(
+        claim,
+        f"{SOURCE} Prop 1",
+        holds=gap >= cfg.bias_gap_c2,
+        predicted=f"top bias − learned class's bias ≥ {cfg.bias_gap_c2}",
+        measured=f"min gap {gap:.3g} over {len(rows)} (time, class) checkpoints",
+        assumptions=assumptions,
+        values={"min_gap": gap, "rows": rows},
+        reason="checked when each later class is learned, and at T",
+        critical=(flips_at("C₂", gap, at_least=False, default=cfg.bias_gap_c2),),
+    )
+
+
+def _offdiag_check(run: HomogeneousRun, cfg: Config, claim: str, assumptions: str) -> Check:
+    """Off-diagonal weights stay O(δ) (Proposition 1): max_t,i≠j |W_ij| ≤ C·δ, with the
+    growth over the run beside it (the init already sets the size at t = 0)."""
+    o = run.traj.observables
     off = float(np.max(o["offdiag_max"]))
     off0 = float(o["offdiag_max"][0])
     growth = off / off0 if off0 > 0 else math.inf
-    checks.append(
-        Check.compare(
-            claims[5][0],
-            f"{SOURCE} Prop 1",
-            holds=off <= cfg.offdiag_c * cfg.delta,
-            predicted=f"≤ {cfg.offdiag_c:g}·δ = {cfg.offdiag_c * cfg.delta:.3g}",
-            measured=f"{off:.3g} = {off / cfg.delta:.3g}·δ (at t = 0: {off0 / cfg.delta:.3g}·δ; "
-            f"growth over the run ×{growth:.3g})",
-            assumptions=assumptions,
-            values={"offdiag_max": off, "offdiag_max_0": off0, "growth": growth},
-            reason="the init already puts max|W_ij| at "
-            f"{off0 / cfg.delta:.3g}·δ, so a constant C ≥ that is met at t = 0; what the flow "
-            f"adds is the growth factor max_t / t = 0 = {growth:.3g}"
-            + (" (the off-diagonals never exceed their initial size)" if growth <= 1 else ""),
-            critical=(
-                flips_at("C (in O(δ))", off / cfg.delta, at_least=True, default=cfg.offdiag_c),
-            ),
-        )
+    return Check.compare(
+        claim,
+        f"{SOURCE} Prop 1",
+        holds=off <= cfg.offdiag_c * cfg.delta,
+        predicted=f"≤ {cfg.offdiag_c:g}·δ = {cfg.offdiag_c * cfg.delta:.3g}",
+        measured=f"{off:.3g} = {off / cfg.delta:.3g}·δ (at t = 0: {off0 / cfg.delta:.3g}·δ; "
+        f"growth over the run ×{growth:.3g})",
+        assumptions=assumptions,
+        values={"offdiag_max": off, "offdiag_max_0": off0, "growth": growth},
+        reason="the init already puts max|W_ij| at "
+        f"{off0 / cfg.delta:.3g}·δ, so a constant C ≥ that is met at t = 0; what the flow "
+        f"adds is the growth factor max_t / t = 0 = {growth:.3g}"
+        + (" (the off-diagonals never exceed their initial size)" if growth <= 1 else ""),
+        critical=(flips_at("C (in O(δ))", off / cfg.delta, at_least=True, default=cfg.offdiag_c),),
     )
-    return checks
 
 
 def check_homogeneous_sweep(rows: list[dict], cfg: Config) -> Check:

@@ -22,8 +22,10 @@ paper's method, gradient descent at η and η/4, and by the exact piecewise-smoo
 (`flows.simulate_nonsmooth`: switches located, sliding resolved), and GD is checked
 against it. The trend sweeps (dozens of runs to matched loss) stay on GD at η and η/4.
 
-Layout: `config` (settings, name, files), `runs` (the runs of the three parts), `checks`
-(one per claim), `figures`; here `run` (the whole experiment) and the plug-in.
+Layout: `config` (settings, name, files), `runs` (the §4 example's runs and the deep nets'
+training), `theorem1_runs` (part 2's runs with their checks), `trend_runs` (part 3's
+sweep), `checks` and `trend_checks` (one per claim), `figures`; here `run` (the whole
+experiment) and the plug-in.
 """
 
 from __future__ import annotations
@@ -51,16 +53,12 @@ from flows.plugin import (
 from .checks import check_homogeneous_sweep, homogeneous_checks, theorem1_of
 from .config import FILES, NAME, Config, default_config
 from .figures import plot_bias_order, plot_four_class, plot_interpolation, plot_trends
-from .runs import (
-    deep_runs,
-    homogeneous_sweep,
-    run_deep_relu_flow,
-    run_homogeneous,
-    trend_sweep,
-)
+from .runs import homogeneous_sweep, run_deep_relu_flow, run_homogeneous
 from .sweep import MAX_DEPTH
+from .theorem1_runs import deep_runs
 from .trend_checks import trend_checks
 from .trend_eta import eta_error_bars
+from .trend_runs import trend_sweep
 
 __all__ = ["run", "BiasPlateauExperiment", "EXPERIMENT"]
 

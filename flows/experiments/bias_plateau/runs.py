@@ -1,7 +1,9 @@
 """The runs of `flows check bias-plateau`: §4's r-homogeneous example (exact flow and the
-reduced tensor-power ODE, `reduced.bias_plateau`) and its sweep over k × seeds, the deep
-nets of Theorem 1 trained by exact flow or GD and interpolated, and the trend sweep over
-depth, δ and the output bias."""
+reduced tensor-power ODE, `reduced.bias_plateau`) and its sweep over k × seeds; the deep
+nets trained by exact flow, by the exact piecewise-smooth flow of a ReLU net or by GD and
+interpolated (`train_deep`); and GD's η → 0 extrapolation against the exact ReLU flow
+(`gd_extrapolation_check`). The deep nets' Theorem 1 runs with their checks are in
+`theorem1_runs`, the trend sweep over depth, δ and the output bias in `trend_runs`."""
 
 from __future__ import annotations
 
@@ -11,11 +13,9 @@ import math
 import numpy as np
 
 from flows import (
-    GLOBAL_ERROR_FACTOR,
     Check,
     ConfigError,
     Dataset,
-    SolverError,
     Trajectory,
     first_crossing,
     gradient_descent,
@@ -23,20 +23,14 @@ from flows import (
     simulate,
     simulate_nonsmooth,
 )
-from flows.claims import Measured, agrees, richardson, with_error_bars
+from flows.claims import Measured, agrees, richardson
 from flows.models.deep import DeepFCN
 from flows.models.homogeneous import Homogeneous
-from flows.plugin import ETA_FACTOR, callback_free, merge_eta
+from flows.plugin import callback_free
 from reduced import bias_plateau as rbp
 from reduced.bias_plateau import reduced_trajectory as _reduced_trajectory
 
-from .checks import (
-    check_learning_order,
-    check_measured_plateau,
-    check_top_bias,
-    theorem1_checks,
-    theorem1_of,
-)
+from .checks import check_learning_order, check_top_bias
 from .config import NAME, Config
 from .data import (
     balance_reason,
@@ -45,25 +39,25 @@ from .data import (
     orthogonal_data,
     scale_to_unit_ball,
 )
-from .interpolation import InterpolationCurve, interpolate, plateau, zeros_like_params
-from .observables import classification_observables, homogeneous_observables, matched_loss
+from .interpolation import InterpolationCurve, interpolate
+from .observables import classification_observables, homogeneous_observables
 
 __all__ = [
+    "GD_LIMIT_CLAIM",
+    "RELU_MAX_KINKS",
     "DeepRun",
     "HomogeneousRun",
     "crossing_times",
-    "deep_runs",
+    "exact_relu_flow",
+    "gd_extrapolation_check",
     "homogeneous_horizon",
     "homogeneous_sweep",
     "learned_times",
     "reduced_trajectory",
+    "run_deep_relu_flow",
     "run_homogeneous",
     "synthetic_deep_data",
     "train_deep",
-    "trend_model",
-    "trend_point",
-    "trend_settings",
-    "trend_sweep",
 ]
 
 
@@ -76,7 +70,7 @@ def reduced_trajectory(w0, r: int, k: int, ts) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------
-# Part 1: the r-homogeneous example (§4).
+# The r-homogeneous example (§4).
 
 
 def crossing_times(times, w, r: int) -> np.ndarray:
@@ -273,7 +267,7 @@ def _sweep_verdicts(run: HomogeneousRun, cfg: Config) -> tuple[dict, dict]:
 
 
 # ---------------------------------------------------------------------------------------
-# Part 2: deep networks, linear interpolation and Theorem 1.
+# Deep networks trained by exact flow or GD, and interpolated.
 
 
 def synthetic_deep_data(cfg: Config, seed: int = 0) -> Dataset:
@@ -373,210 +367,6 @@ def train_deep(
     return run
 
 
-def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
-    """The deep nets of Theorem 1 (synthetic data, exact flow; digits and a ReLU net by GD
-    when the config asks) with their interpolation curves and checks."""
-    runs: list[DeepRun] = []
-    data = synthetic_deep_data(cfg, cfg.seed)
-    model = DeepFCN(
-        d=data.d,
-        k=cfg.k,
-        depth=cfg.deep_depth,
-        width=cfg.deep_width,
-        activation=cfg.deep_activation,
-        delta=cfg.deep_delta,
-    )
-    method = "flow"
-    runs.append(
-        train_deep(
-            model,
-            data,
-            seed=cfg.seed,
-            t1=cfg.deep_t1,
-            method=method,
-            cfg=cfg,
-            label=f"synthetic, depth {cfg.deep_depth} {cfg.deep_activation}",
-            global_error=True,
-        )
-    )
-    gd_check = None
-    relu_gd_check = None
-    richardson_check = None
-    relu_fine = None
-    if cfg.relu_run:
-        relu = dataclasses.replace(model, activation="relu")
-        # η, η/2, η/4: the verdicts' η rule compares η with η/4; Richardson uses all three
-        relu_etas = (cfg.gd_lr, cfg.gd_lr / 2, cfg.gd_lr / ETA_FACTOR)
-        relu_gd = [
-            train_deep(
-                relu,
-                data,
-                seed=cfg.seed,
-                t1=cfg.deep_t1,
-                method="gd",
-                cfg=cfg,
-                label=f"synthetic, depth {cfg.deep_depth} relu (GD)",
-                learning_rate=eta,
-            )
-            for eta in relu_etas
-        ]
-        runs.append(relu_gd[0])
-        relu_fine = relu_gd[-1]
-        # the same ReLU net by the exact piecewise-smooth flow: the reference GD stands in for
-        claim = (
-            f"GD (η = {cfg.gd_lr} and η/{ETA_FACTOR:g}) reproduces the exact ReLU flow's "
-            "error plateau"
-        )
-        step = 1.0 / (cfg.n_alpha - 1)
-        predicted = f"|plateau_GD − plateau_flow| ≤ one α step ({step:.3g})"
-        try:
-            exact = train_deep(
-                relu,
-                data,
-                seed=cfg.seed,
-                t1=cfg.deep_t1,
-                method="nonsmooth",
-                cfg=cfg,
-                label=f"synthetic, depth {cfg.deep_depth} relu (exact flow)",
-                global_error=True,
-            )
-        except SolverError as err:
-            # the exact flow met what it cannot integrate (see the README's limitations):
-            # no verdict from it, said so, and the GD rows stand on their η-convergence
-            relu_gd_check = Check.not_applicable(
-                claim,
-                "gradient flow",
-                f"the exact piecewise-smooth flow stopped at t = {err.t_reached:.4g} of "
-                f"{cfg.deep_t1:g}: {err.reason}",
-                predicted=predicted,
-            )
-            richardson_check = Check.not_applicable(
-                GD_LIMIT_CLAIM, "gradient flow", relu_gd_check.reason
-            )
-        else:
-            runs.append(exact)
-            pe = plateau(exact.curve, tol=cfg.plateau_tol)
-            p_gd = [plateau(r.curve, tol=cfg.plateau_tol).length for r in (relu_gd[0], relu_gd[-1])]
-            st = exact.traj.stats
-            relu_gd_check = Check.compare(
-                claim,
-                "gradient flow",
-                holds=all(abs(p - pe.length) <= step + 1e-12 for p in p_gd),
-                predicted=predicted,
-                measured=f"exact flow {pe.length:.3g} ({st['events']} switching events, "
-                f"{st['sliding_entries']} sliding entries, {st['vf_evals']} gradients); "
-                f"GD {p_gd[0]:.3g} (η = {cfg.gd_lr}), {p_gd[-1]:.3g} (η/{ETA_FACTOR:g})",
-                values={"flow": pe.length, "gd": p_gd[0], "gd_fine": p_gd[-1]},
-            )
-            richardson_check = gd_extrapolation_check(relu_gd, relu_etas, exact)
-        # GD against the flow on the identity net: does GD at this η give the same plateau?
-        gd = train_deep(model, data, seed=cfg.seed, t1=cfg.deep_t1, method="gd", cfg=cfg)
-        pf = plateau(runs[0].curve, tol=cfg.plateau_tol)
-        pg = plateau(gd.curve, tol=cfg.plateau_tol)
-        gd_check = Check.compare(
-            f"GD (η = {cfg.gd_lr}) reproduces the exact flow's error plateau",
-            "gradient flow",
-            holds=abs(pf.length - pg.length) <= step + 1e-12,
-            predicted=f"|plateau_GD − plateau_flow| ≤ one α step ({step:.3g})",
-            measured=f"flow {pf.length:.3g}, GD {pg.length:.3g}",
-            values={"flow": pf.length, "gd": pg.length},
-            reason="GD at this η against the exact flow on the smooth (identity) net; the "
-            "ReLU net's GD runs are compared with its exact piecewise-smooth flow below",
-        )
-    if cfg.digits:
-        dg = digits_data("train", n_per_class=cfg.digits_n_per_class)
-        dmodel = DeepFCN(
-            d=dg.d,
-            k=10,
-            depth=cfg.deep_depth,
-            width=cfg.digits_width,
-            activation=cfg.deep_activation,
-            delta=cfg.deep_delta,
-        )
-        runs.append(
-            train_deep(
-                dmodel,
-                dg,
-                seed=cfg.seed,
-                t1=cfg.digits_t1,
-                method="flow",
-                cfg=cfg,
-                label=f"digits, depth {cfg.deep_depth} {cfg.deep_activation}",
-                global_error=True,
-            )
-        )
-    checks = []
-    for run in runs:
-        run_checks = _deep_run_checks(run, cfg)
-        if run.companion is not None:  # exact flows: error bars from the companion solve
-            twin = _deep_run_checks(run.companion, cfg)
-            how = f"companion solve at rtol/{GLOBAL_ERROR_FACTOR:g}"
-            run_checks = with_error_bars(run_checks, twin, how)
-        if run.method == "gd" and relu_fine is not None:
-            # the ReLU net by GD: each claim at η and η/4, "not converged in η" if they differ
-            run_checks = merge_eta(run_checks, _deep_run_checks(relu_fine, cfg), cfg.gd_lr)
-        checks += run_checks
-        if progress:
-            print(f"  [{NAME}] deep run '{run.label}' done", flush=True)
-    if gd_check is not None:
-        checks.append(gd_check)
-    if relu_gd_check is not None:
-        checks.append(relu_gd_check)
-    if richardson_check is not None:
-        checks.append(richardson_check)
-    return runs, checks
-
-
-def gd_extrapolation_check(gd_runs: list[DeepRun], etas, exact: DeepRun) -> Check:
-    """The η → 0 limit of GD is the exact flow: the training loss at T by GD at η, η/2,
-    η/4, extrapolated to η → 0 (`flows.claims.richardson`, GD's order 1), agrees with the
-    exact piecewise-smooth flow's within the extrapolation's error bar."""
-    T = float(exact.traj.times[-1])
-    for r in gd_runs:
-        if not math.isclose(float(r.traj.times[-1]), T, rel_tol=1e-9):
-            return Check.not_applicable(
-                GD_LIMIT_CLAIM,
-                "gradient flow",
-                f"the GD runs end at t = {float(r.traj.times[-1]):.6g}, the flow at {T:.6g}",
-            )
-    losses = [float(r.traj.loss[-1]) for r in gd_runs]
-    limit = richardson(losses, etas)
-    flow = Measured(float(exact.traj.loss[-1]))
-    gd_text = ", ".join(f"{x:.6g} (η = {e:g})" for x, e in zip(losses, etas, strict=True))
-    return agrees(
-        GD_LIMIT_CLAIM,
-        "gradient flow",
-        limit,
-        flow,
-        reason=f"L(T = {T:g}) by GD: {gd_text}; exact flow {flow.value:.6g}; the plain GD "
-        f"error at η/4 is {abs(losses[-1] - flow.value):.2g}",
-        values={"gd_losses": losses, "etas": list(etas), "T": T},
-    )
-
-
-GD_LIMIT_CLAIM = "GD's η → 0 extrapolation of the ReLU net's loss L(T) is the exact flow's"
-
-
-def _deep_run_checks(run: DeepRun, cfg: Config) -> list[Check]:
-    """Training reached zero error; Theorem 1's checks; the measured plateau."""
-    checks = []
-    err_T = float(run.traj.observables["train_error"][-1])
-    checks.append(
-        Check.compare(
-            f"{run.label}: training reaches zero error by T",
-            "setup",
-            holds=err_T == 0.0,
-            predicted="training error 0 at T (the theorem interpolates to a trained net)",
-            measured=f"{err_T:.3g} ({run.method}, T = {run.traj.times[-1]:g}, "
-            f"{run.traj.stats['vf_evals']} gradient evaluations)",
-            values={"final_error": err_T},
-        )
-    )
-    checks += theorem1_checks(run, cfg)
-    checks.append(check_measured_plateau(run, theorem1_of(run), cfg))
-    return checks
-
-
 # The pair slots the deep ReLU nets' exact flow is compiled with at first (it doubles them
 # when more pairs meet a kink at once): the default net (depth 4, width 16, §4 data) has 14
 # sliding at t = 58 and more than 16 at t = 64.7, so 32 runs it through with one compilation.
@@ -625,152 +415,31 @@ def run_deep_relu_flow(
     return traj
 
 
-# ---------------------------------------------------------------------------------------
-# Part 3: trends over depth, δ and the output bias, at matched loss.
-
-
-def trend_model(
-    cfg: Config, data: Dataset, depth: int, scale: float, *, per_layer: bool, bias: bool = True
-) -> DeepFCN:
-    """The trend sweep's net: `scale` is the output scale δ (each layer × δ^{1/r}, the
-    paper's FCN convention) or, with `per_layer`, each layer's scale s (output scale s^r)."""
-    return DeepFCN(
-        d=data.d,
-        k=cfg.k,
-        depth=depth,
-        width=cfg.deep_width,
-        activation=cfg.sweep_activation,
-        bias=bias,
-        delta=scale**depth if per_layer else scale,
+def gd_extrapolation_check(gd_runs: list[DeepRun], etas, exact: DeepRun) -> Check:
+    """The η → 0 limit of GD is the exact flow: the training loss at T by GD at η, η/2,
+    η/4, extrapolated to η → 0 (`flows.claims.richardson`, GD's order 1), agrees with the
+    exact piecewise-smooth flow's within the extrapolation's error bar."""
+    T = float(exact.traj.times[-1])
+    for r in gd_runs:
+        if not math.isclose(float(r.traj.times[-1]), T, rel_tol=1e-9):
+            return Check.not_applicable(
+                GD_LIMIT_CLAIM,
+                "gradient flow",
+                f"the GD runs end at t = {float(r.traj.times[-1]):.6g}, the flow at {T:.6g}",
+            )
+    losses = [float(r.traj.loss[-1]) for r in gd_runs]
+    limit = richardson(losses, etas)
+    flow = Measured(float(exact.traj.loss[-1]))
+    gd_text = ", ".join(f"{x:.6g} (η = {e:g})" for x, e in zip(losses, etas, strict=True))
+    return agrees(
+        GD_LIMIT_CLAIM,
+        "gradient flow",
+        limit,
+        flow,
+        reason=f"L(T = {T:g}) by GD: {gd_text}; exact flow {flow.value:.6g}; the plain GD "
+        f"error at η/4 is {abs(losses[-1] - flow.value):.2g}",
+        values={"gd_losses": losses, "etas": list(etas), "T": T},
     )
 
 
-def trend_settings(cfg: Config) -> list[tuple[str, int, float, bool, bool]]:
-    """(family, depth, scale, per_layer, bias) of every trend setting (see `Config`)."""
-    out = [("depth", r_, cfg.deep_delta, False, True) for r_ in cfg.sweep_depths]
-    if cfg.trend_layer_scale is not None:
-        out += [("depth-layer", r_, cfg.trend_layer_scale, True, True) for r_ in cfg.sweep_depths]
-    out += [("delta", cfg.deep_depth, dl, False, True) for dl in cfg.sweep_deltas]
-    out += [("bias", cfg.deep_depth, cfg.deep_delta, False, b) for b in (True, False)]
-    return out
-
-
-def trend_point(
-    cfg: Config,
-    depth: int,
-    scale: float,
-    seed: int,
-    *,
-    per_layer: bool = False,
-    bias: bool = True,
-    learning_rate: float | None = None,
-) -> dict:
-    """One run of the trend sweep, stopped at matched loss (`matched_loss(cfg.trend_ce)`,
-    horizon `cfg.trend_t_max`), with the error and (one-sided) loss plateaus of both
-    interpolation paths (from θ(0) and from 0), Theorem 1's quantities, and whether the
-    run is excluded (`excluded`: not at the matched loss; `gap_excluded`: no usable bias
-    gap, for the error plateau), with the reason."""
-    data = synthetic_deep_data(cfg, seed)
-    model = trend_model(cfg, data, depth, scale, per_layer=per_layer, bias=bias)
-    run = train_deep(
-        model,
-        data,
-        seed=seed,
-        t1=cfg.trend_t_max,
-        method=cfg.sweep_method,
-        cfg=cfg,
-        learning_rate=learning_rate,
-        stop=matched_loss(cfg.trend_ce),
-        n_save=cfg.trend_n_save,
-    )
-    o, st = run.traj.observables, run.traj.stats
-    ce, err = float(o["mean_ce"][-1]), float(o["train_error"][-1])
-    reached = bool(ce <= cfg.trend_ce and err == 0.0)
-    zero = interpolate(
-        dataclasses.replace(model, delta=1.0),  # δ only draws θ(0): one compile for all δ
-        data.x,
-        data.y,
-        zeros_like_params(run.theta_0),
-        run.theta_T,
-        n_alpha=cfg.n_alpha,
-    )
-    th = theorem1_of(run)
-    excluded = (
-        ""
-        if reached
-        else f"not at the matched loss by T = {cfg.trend_t_max:g} (mean CE {ce:.3g}, "
-        f"training error {err:.3g})"
-    )
-    gap_excluded = ""
-    if th is not None and not th.nonempty:
-        gap_excluded = (
-            f"bias gap too small for Theorem 1: Δ_min = {th.delta_min:.3g} leaves its interval "
-            f"empty (δ/Δ_min = {th.alpha_1:.3g} ≥ α₂ = (Δ_min/2V_max^r)^(1/(r−1)) = "
-            f"{th.alpha_2:.3g}), so the theorem predicts no plateau"
-        )
-    nan = math.nan
-    return {
-        "depth": depth,
-        "scale": scale,
-        "per_layer": per_layer,
-        "delta": model.delta,
-        "bias": bias,
-        "seed": seed,
-        "length": plateau(run.curve, kind="error", tol=cfg.plateau_tol).length,
-        "length_zero": plateau(zero, kind="error", tol=cfg.plateau_tol).length,
-        "loss_length": plateau(run.curve, kind="loss-floor", tol=cfg.loss_plateau_tol).length,
-        "loss_length_zero": plateau(zero, kind="loss-floor", tol=cfg.loss_plateau_tol).length,
-        "end": plateau(run.curve, kind="error", tol=cfg.plateau_tol).end,
-        "t_stop": float(run.traj.times[-1]),
-        "stopped": getattr(st, "stopped_at", None) is not None,
-        "mean_ce": ce,
-        "final_error": err,
-        "reached": reached,
-        "excluded": excluded,
-        "gap_excluded": gap_excluded,
-        "v0_max": max(
-            float(np.linalg.norm(np.asarray(run.theta_0[n]), ord=2)) for n in model.layer_names
-        ),
-        "error_curve": run.curve.error.tolist(),
-        "loss_curve": run.curve.loss.tolist(),
-        "error_curve_zero": zero.error.tolist(),
-        "loss_curve_zero": zero.loss.tolist(),
-        "alpha_1": th.alpha_1 if th is not None else nan,
-        "alpha_2": th.alpha_2 if th is not None else nan,
-        "delta_min": th.delta_min if th is not None else nan,
-        "vf_evals": st["vf_evals"],
-    }
-
-
-def trend_sweep(
-    cfg: Config, *, progress: bool = False, learning_rate: float | None = None
-) -> list[dict]:
-    """The trend runs (`trend_settings` × `trend_seeds`, each by `trend_point`; GD at
-    `learning_rate`, default `cfg.gd_lr`, when `cfg.sweep_method` is 'gd'). Rows carry
-    their `family`; a run two families share is computed once."""
-    rows, cache = [], {}
-    for family, depth, scale, per_layer, bias in trend_settings(cfg):
-        for seed in cfg.trend_seeds:
-            delta = scale**depth if per_layer else scale
-            key = (depth, delta, bias, seed)
-            if key not in cache:
-                cache[key] = trend_point(
-                    cfg,
-                    depth,
-                    scale,
-                    seed,
-                    per_layer=per_layer,
-                    bias=bias,
-                    learning_rate=learning_rate,
-                )
-                if progress:
-                    c = cache[key]
-                    print(
-                        f"  [{NAME}] trend depth={depth} δ={delta:.3g} bias={bias} seed={seed}: "
-                        f"plateau {c['length']:.3g} (from 0: {c['length_zero']:.3g}), stop at "
-                        f"t = {c['t_stop']:.4g}"
-                        + (f" — excluded: {c['excluded']}" if c["excluded"] else ""),
-                        flush=True,
-                    )
-            rows.append({"family": family, **cache[key], "scale": scale, "per_layer": per_layer})
-    return rows
+GD_LIMIT_CLAIM = "GD's η → 0 extrapolation of the ReLU net's loss L(T) is the exact flow's"

@@ -20,8 +20,9 @@ Runs, each confronted with a claim of the linear-teacher paper:
 - (full mode) digit pairs 0/1 and 3/5 of scikit-learn's digits: r and the fraction of
   train/test points outside the linear region over training (Fig. 2).
 
-The settings live in `config`, the runs in `runs`, one check per claim in `checks`, the
-figures in `figures`; this module holds `run` and the plug-in.
+The settings live in `config`, the runs in `runs`, one check per claim in `checks`,
+`theorem61_checks` and `outlier_checks`, the figures in `figures`; this module holds
+`run` and the plug-in.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flows import GLOBAL_ERROR_FACTOR, Trajectory, plugin
+from flows import GLOBAL_ERROR_FACTOR, Check, Trajectory, plugin
 from flows.claims import Reference, with_error_bars
 from flows.plugin import (
     AbstractExperiment,
@@ -50,7 +51,6 @@ from .checks import (
     check_boundary,
     check_clustering,
     check_digits,
-    check_highdim,
     check_par_prediction,
     check_par_share,
     check_sgd,
@@ -58,8 +58,6 @@ from .checks import (
     check_smoothing,
     check_theorem51,
     check_theorem51_runs,
-    check_theorem61,
-    highdim_skipped,
     smoothing_skipped,
 )
 from .config import FILES, MAX_INIT, NAME, Config, default_config
@@ -84,6 +82,7 @@ from .runs import (
     run_sgd_grid,
     smoothing_crosscheck,
 )
+from .theorem61_checks import check_highdim, check_theorem61, highdim_skipped
 
 # ---------------------------------------------------------------------------------------
 # Entry point of `flows check linear-teacher`
@@ -123,17 +122,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     checks += main
     high = None
     if cfg.highdim:
-        high, hdata = run_highdim(cfg, obs_kwargs, global_error=True)
-        say(f"high-dimensional (d = {cfg.highdim_d}) flow: {high.stats['steps']} steps")
-        label = f"d = {cfg.highdim_d}"
-        rows = [check_highdim({"d = 2": small, label: high})]
-        rows.append(check_theorem61(high, hdata, cfg, label))
-        ge_h = high.global_error
-        if ge_h is not None and ge_h.companion is not None and ge_small is not None:
-            tight = ge_small.companion
-            twin = [check_highdim({"d = 2": tight or small, label: ge_h.companion})]
-            twin.append(check_theorem61(ge_h.companion, hdata, cfg, label))
-            rows = with_error_bars(rows, twin, f"companion solves at rtol/{ge_h.factor:g}")
+        high, rows = _highdim_checks(cfg, obs_kwargs, small, say)
         checks += rows
     else:
         checks += highdim_skipped(cfg)
@@ -166,16 +155,9 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
 
     digit_runs = {}
     for pair in cfg.digits:
-        tr, _ = run_digits(cfg, pair, global_error=True)
         name = f"{pair[0]}v{pair[1]}"
-        digit_runs[name] = tr
-        row = check_digits(name, tr, cfg)
-        ge_d = tr.global_error
-        if ge_d is not None and ge_d.companion is not None:
-            twin = check_digits(name, ge_d.companion, cfg)
-            [row] = with_error_bars([row], [twin], f"companion solve at rtol/{ge_d.factor:g}")
+        digit_runs[name], row = _digits_check(cfg, pair, name, say)
         checks.append(row)
-        say(f"digits {name}: {tr.stats['steps']} steps")
     runs = {
         "small init": small,
         "large init": large,
@@ -244,6 +226,36 @@ def _main_run_checks(small: Trajectory, large: Trajectory, data, cfg: Config) ->
     for label, tr in (("small init", small), ("large init", large)):
         checks.append(check_theorem61(tr, data, cfg, label))
     return checks, sol, agree
+
+
+def _highdim_checks(cfg: Config, obs_kwargs: dict, small: Trajectory, say) -> tuple:
+    """App. I: the flow on symmetric Gaussians in d = `highdim_d` beside the 2-D small-init
+    run, and Theorem 6.1 on it; error bars from the companion solves. (the run, its
+    checks)"""
+    high, hdata = run_highdim(cfg, obs_kwargs, global_error=True)
+    say(f"high-dimensional (d = {cfg.highdim_d}) flow: {high.stats['steps']} steps")
+    label = f"d = {cfg.highdim_d}"
+    rows = [check_highdim({"d = 2": small, label: high})]
+    rows.append(check_theorem61(high, hdata, cfg, label))
+    ge_small, ge_h = small.global_error, high.global_error
+    if ge_h is not None and ge_h.companion is not None and ge_small is not None:
+        tight = ge_small.companion
+        twin = [check_highdim({"d = 2": tight or small, label: ge_h.companion})]
+        twin.append(check_theorem61(ge_h.companion, hdata, cfg, label))
+        rows = with_error_bars(rows, twin, f"companion solves at rtol/{ge_h.factor:g}")
+    return high, rows
+
+
+def _digits_check(cfg: Config, pair, name: str, say) -> tuple[Trajectory, Check]:
+    """Fig. 2: one digit pair's flow and its check, with the companion solve's error bar."""
+    tr, _ = run_digits(cfg, pair, global_error=True)
+    row = check_digits(name, tr, cfg)
+    ge_d = tr.global_error
+    if ge_d is not None and ge_d.companion is not None:
+        twin = check_digits(name, ge_d.companion, cfg)
+        [row] = with_error_bars([row], [twin], f"companion solve at rtol/{ge_d.factor:g}")
+    say(f"digits {name}: {tr.stats['steps']} steps")
+    return tr, row
 
 
 def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):

@@ -51,7 +51,6 @@ from flows import sweep as run_sweep
 from flows.figures import figure_style, new_figure, save_figure
 from flows.models import TwoLayer
 from flows.plugin import (
-    check_memory,
     combine_records,
     error_text,
     fmt_number,
@@ -61,7 +60,7 @@ from flows.plugin import (
 )
 from reduced import multistage as ms
 
-from .config import NAME, two_layer_bytes
+from .config import NAME
 from .data import Units
 from .runs import stage_times
 from .sweep_config import (
@@ -71,6 +70,7 @@ from .sweep_config import (
     SweepConfig,
     _is_int,
     batch_key,
+    check_grid,
     parse_alphas,
     parse_grid,
     parse_widths,
@@ -333,7 +333,8 @@ class MultistageSweep(AbstractSweepSpec):
         return run_points(self._settings, points, pad_to)
 
     def check(self, points: list[tuple]) -> None:
-        _check_grid(self.config, points, self.batch_size)
+        check_grid(self.config, points, self.batch_size)
+        _check_points_buildable(self.config, points)
 
     def describe(self) -> str:
         c = self.config
@@ -408,46 +409,6 @@ class MultistageSweep(AbstractSweepSpec):
 
 def _not_reached(records) -> list:
     return [r for r in records if r["status"] == "ok" and not math.isfinite(r["T_d"])]
-
-
-def _check_grid(cfg: SweepConfig, grid: list[tuple], batch_size: int) -> None:
-    """Refuse, before anything is written, what every point (or the machine) would fail."""
-    from flows import IMPLICIT_SOLVERS, MAX_IMPLICIT_PARAMS
-
-    widest = max(p[0] for p in grid)
-    if cfg.solver in IMPLICIT_SOLVERS and 2 * widest > MAX_IMPLICIT_PARAMS:
-        raise ConfigError(
-            f"solver {cfg.solver!r} forms the dense Hessian and is limited to "
-            f"{MAX_IMPLICIT_PARAMS} parameters; m = {widest} has {2 * widest}. Use 'tsit5'."
-        )
-    for mm, aa, _ in grid:
-        if not float(mm) ** (-float(aa)) >= MIN_INIT_STD:
-            raise ConfigError(
-                f"--alpha/--m: at m = {mm}, α = {aa} the initial weights have std m^-α = "
-                f"{float(mm) ** (-float(aa)):.3g}, below {MIN_INIT_STD:g}: float64 cannot "
-                "resolve their growth. Use a smaller α (the theorems need α > 1/2; the paper "
-                "uses α ≤ 2) or a smaller m."
-            )
-    if cfg.vector_field == "autodiff":  # the fused field works in sample blocks
-        batch = min(batch_size, len(grid))
-        check_memory(
-            two_layer_bytes(cfg.n, widest, batch=batch, itemsize=jnp.dtype(cfg.dtype).itemsize),
-            f"--m {widest} with --n {cfg.n} (batches of {batch})",
-            "Reduce --m, --n or --batch-size.",
-        )
-    # atol must sit well below the initial weights (std m^{-α}); otherwise the early,
-    # exponentially growing phase runs without error control and T_d shifts (measured:
-    # +0.5 in τ at α = 2, m = 2·10⁴ with atol 1e-8).
-    tiny = min(float(mm) ** (-float(aa)) for mm, aa, _ in grid)
-    if cfg.atol > ATOL_INIT_FRACTION * tiny:
-        mm, aa = min(((mm, aa) for mm, aa, _ in grid), key=lambda p: float(p[0]) ** -p[1])
-        raise ConfigError(
-            f"`atol` = {cfg.atol:g} is not small against the initial weights: at m = {mm}, "
-            f"α = {aa:g} they have std m^-α = {tiny:.3g}, so the early growth would run "
-            f"without error control. Use atol ≤ {ATOL_INIT_FRACTION * tiny:.1g} "
-            f"(= {ATOL_INIT_FRACTION:g}·m^-α)."
-        )
-    _check_points_buildable(cfg, grid)
 
 
 def _check_points_buildable(cfg: SweepConfig, grid) -> None:

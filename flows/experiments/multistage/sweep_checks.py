@@ -14,8 +14,8 @@ from flows.claims import MIN_SEEDS as LIMIT_MIN_SEEDS
 from flows.claims import MIN_WIDTHS as LIMIT_MIN_WIDTHS
 from flows.claims import Limit, Measured, Near, flips_at
 
-from .checks import tolerance
 from .config import SOURCE, Config
+from .main_run import tolerance
 
 __all__ = ["check_slope_lnm", "check_slope_alpha", "check_sweep"]
 

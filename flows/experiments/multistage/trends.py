@@ -26,20 +26,13 @@ from flows import Check, Trajectory, first_crossing
 from flows.claims import Bound, Limit, Measured, Trend
 from reduced import multistage as ms
 
-from .checks import (
-    MainRun,
-    check_logistic,
-    check_plateau_rate,
-    check_rate_ratio,
-    check_secondary_K,
-    check_secondary_rate,
-    lesssim_c,
-    linearization_time,
-    window_max,
-)
 from .config import LESSSIM_C, SOURCE, Config
 from .data import Units
+from .descent_checks import check_logistic, check_rate_ratio
+from .main_run import MainRun, lesssim_c, window_max
+from .plateau_checks import check_plateau_rate, linearization_time
 from .runs import stage_times
+from .secondary_checks import check_secondary_K, check_secondary_rate
 
 __all__ = [
     "row_metrics",
