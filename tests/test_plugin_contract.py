@@ -20,6 +20,7 @@ PUBLIC = (
     "flows",
     "flows.plugin",
     "flows.claims",
+    "flows.claims.coverage",
     "flows.models",
     "flows.figures",
     "flows.experiments",
