@@ -209,3 +209,53 @@ def test_descent_sweep_figure_is_png_only(tmp_path, figures):
     assert_pair(out, svg=False)
     (fig,) = figures
     assert_publishable(fig)
+
+
+def test_log_axes_label_minor_ticks_only_at_2_and_5(tmp_path):
+    """A log axis spanning 1.6 decades (the weight norms of multistage's stages.png (b))
+    is labelled at 2 and 5 times each power of ten, not at 2, 3, 4 and 6; beyond two
+    decades minor ticks carry no label; a formatter set by hand is kept."""
+    from matplotlib.ticker import NullFormatter
+
+    from flows.figures import new_figure, save_figure
+
+    fig, (a, b, c) = new_figure(1, 3)
+    for ax, top in ((a, 0.6), (b, 50.0), (c, 0.6)):
+        ax.plot([1.0, 2.0], [0.015, top])
+        ax.set_yscale("log")
+    c.yaxis.set_minor_formatter(NullFormatter())
+    save_figure(fig, tmp_path / "f.png", vector=False)
+
+    def minor(ax):
+        return [t.get_text() for t in ax.yaxis.get_minorticklabels() if t.get_text()]
+
+    labels = minor(a)
+    assert labels and all(t.startswith(("$\\mathdefault{2", "$\\mathdefault{5")) for t in labels)
+    assert len(labels) <= 4
+    assert minor(b) == [] and isinstance(c.yaxis.get_minor_formatter(), NullFormatter)
+
+
+def test_trend_bands_stay_inside_the_error_range(monkeypatch, tmp_path):
+    """bias-plateau's trends.png: a training error lies in [0, 1], so its mean ± sd band is
+    clipped there (errors 0, 0, 0.9 over three seeds: mean 0.3, sd 0.42, a band that went
+    down to −0.12)."""
+    import numpy as np
+
+    from flows.experiments.bias_plateau import figures as bpf
+    from flows.experiments.bias_plateau.config import Config
+
+    cfg = Config()
+    rows = [
+        {"family": fam, "depth": 2, "delta": 1e-3, "bias": True,
+         "error_curve": np.full(cfg.n_alpha, err), "error_curve_zero": np.zeros(cfg.n_alpha)}
+        for fam in ("depth", "delta", "bias") for err in (0.0, 0.0, 0.9)
+    ]  # fmt: skip
+    saved = []
+    monkeypatch.setattr(bpf, "save_figure", lambda fig, path: saved.append(fig))
+    bpf.plot_trends(rows, cfg, tmp_path / "trends.png")
+    (fig,) = saved
+    bands = [c for ax in fig.axes for c in ax.collections]
+    assert bands
+    for band in bands:
+        y = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+        assert y.min() >= 0.0 and y.max() <= 1.0

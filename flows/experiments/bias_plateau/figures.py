@@ -107,7 +107,9 @@ def plot_trends(rows: list[dict], cfg: Config, path: Path) -> None:
             curves = np.array([r["error_curve"] for r in sel])
             m, sd = curves.mean(0), curves.std(0)
             (line,) = ax.plot(alphas, m, label=f"{fmt.format(val)} ($n = {len(sel)}$)")
-            ax.fill_between(alphas, m - sd, m + sd, color=line.get_color(), alpha=0.2)
+            # an error lies in [0, 1]: the band is clipped to it
+            lo, hi = np.clip(m - sd, 0.0, 1.0), np.clip(m + sd, 0.0, 1.0)
+            ax.fill_between(alphas, lo, hi, color=line.get_color(), alpha=0.2)
             if family.startswith("depth"):
                 z = np.array([r["error_curve_zero"] for r in sel]).mean(0)
                 ax.plot(alphas, z, "--", color=line.get_color(), lw=0.9)

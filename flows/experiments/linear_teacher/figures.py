@@ -77,7 +77,7 @@ def plot_boundaries(
             ax,
             lambda p: network_np(wl, ul, p, cfg.v, cfg.slope),
             lim,
-            f"(b) learned from large init ({cfg.large_init:g})",
+            f"(b) learned from large init (sd {cfg.large_init:g})",
         )
         ax.scatter(*x[y > 0].T, s=4, color=_POS)
         ax.scatter(*x[y < 0].T, s=4, color=_NEG)
