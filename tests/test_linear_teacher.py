@@ -368,3 +368,11 @@ def test_app_j_over_its_family_is_existential_and_names_where():
     assert c.verdict == "holds (persistent)" and c.values["persistent"] == ["s"]
     assert lt.check_outlier_family([("a", never)], [], tol, "F").verdict == "not observed"
     assert lt.check_outlier_family([], ["all"], tol, "F").verdict == "not applicable"
+
+    # as Fig. 9 shows it, at the end of training: a member passing through is no agreement
+    end = lt.check_outlier_family_end([("a", never), ("b", passing)], [], tol, "F")
+    assert end.verdict == "not observed" and "in 0 of 2 runs" in end.measured
+    assert "entered during training in 1 of 2 flows and left again in each" in end.reason
+    end = lt.check_outlier_family_end([("b", passing), ("s", staying)], [], tol, "F")
+    assert end.verdict == "holds (persistent)" and end.values["entered"] == ["b", "s"]
+    assert lt.check_outlier_family_end([], ["all"], tol, "F").verdict == "not applicable"

@@ -41,6 +41,7 @@ from .observables import linear_region_outside as linear_region_outside
 from .observables import teacher_observables as teacher_observables
 from .outlier_checks import check_outlier as check_outlier
 from .outlier_checks import check_outlier_family as check_outlier_family
+from .outlier_checks import check_outlier_family_end as check_outlier_family_end
 from .runs import network_np as network_np
 from .runs import par_prediction as par_prediction
 from .runs import property_test as property_test

@@ -67,6 +67,7 @@ from .observables import teacher_observables
 from .outlier_checks import (
     check_outlier,
     check_outlier_family,
+    check_outlier_family_end,
     check_outlier_gd,
     check_outlier_search,
 )
@@ -298,8 +299,9 @@ def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
         check_outlier_search(grid, chosen, flow_summary, cfg, whole_run if chosen else None)
     )
     checks.append(whole_run)
-    checks.append(_outlier_family(cfg, grid, chosen, outlier, obs_kwargs, obs))
-    say(f"App. J family: {checks[-1].measured.split(' — ')[0]}")
+    family_rows = _outlier_family(cfg, grid, chosen, outlier, obs_kwargs, obs)
+    checks += family_rows
+    say(f"App. J family: {family_rows[0].measured.split(' — ')[0]}")
     checks.append(thm61)
     if cfg.outlier_gd:
         checks.append(
@@ -312,7 +314,8 @@ def _outlier_checks(cfg: Config, obs_kwargs: dict, obs, say):
 def _outlier_family(cfg: Config, grid: list[dict], chosen, outlier, obs_kwargs: dict, obs):
     """App. J over its family: the exact flow at every separable geometry of the search
     grid × `cfg.outlier_family_seeds` (the chosen geometry's seed-0 run is the outlier run
-    already made); every flow with its companion solve, the row judged again on those."""
+    already made); every flow with its companion solve. Two rows, each judged again on the
+    companions: the state can be entered, and it is there at the end of training."""
     runs, excluded = [], []
     for row in grid:
         where = f"r = {row['radius']:g}, {row['angle_deg']:g}°"
@@ -346,17 +349,23 @@ def _outlier_family(cfg: Config, grid: list[dict], chosen, outlier, obs_kwargs: 
         f"{', '.join(f'{a:g}' for a in cfg.search_angles)}°) × seeds "
         f"{list(cfg.outlier_family_seeds)} (data and init), init {cfg.small_init:g}"
     )
-    row = check_outlier_family(runs, excluded, cfg.kink_cos, family)
+    rows = [
+        check_outlier_family(runs, excluded, cfg.kink_cos, family),
+        check_outlier_family_end(runs, excluded, cfg.kink_cos, family),
+    ]
     twins = [
         (label, tr.global_error.companion)
         for label, tr in runs
         if tr.global_error is not None and tr.global_error.companion is not None
     ]
     if runs and len(twins) == len(runs):
-        twin = check_outlier_family(twins, excluded, cfg.kink_cos, family)
+        twin = [
+            check_outlier_family(twins, excluded, cfg.kink_cos, family),
+            check_outlier_family_end(twins, excluded, cfg.kink_cos, family),
+        ]
         how = f"every flow's companion solve at rtol/{GLOBAL_ERROR_FACTOR:g}"
-        [row] = with_error_bars([row], [twin], how)
-    return row
+        rows = with_error_bars(rows, twin, how)
+    return rows
 
 
 def _final_values(runs: dict) -> dict:

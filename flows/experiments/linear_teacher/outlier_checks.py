@@ -96,6 +96,48 @@ def check_outlier_family(
     )
 
 
+END_CLAIM = (
+    OUTLIER_CLAIM + " — at the end of training, as Fig. 9 shows it (n_diff → 0, PAR share "
+    "below 1), over App. J's family"
+)
+
+
+def check_outlier_family_end(
+    runs: list[tuple[str, Trajectory]], excluded: list[str], kink_cos: float, family: str
+) -> Check:
+    """App. J as the paper shows it: Fig. 9 plots the disagreement going to zero and the
+    PAR share staying below 1 *at the end of training*, and §6.3 offers it as a flow that
+    does not converge to a PAR. So besides "can enter" (`check_outlier_family`), the state
+    at each flow's last save: holds (persistent) when some member of the family ends in
+    it, `not observed` when every member that enters it leaves it again."""
+    src = f"{SOURCE} App. J, Fig. 9"
+    if not runs:
+        return Check.not_applicable(
+            END_CLAIM, src, "no member of the family is linearly separable: " + family
+        )
+    occurs = [_occurs(tr.observables, kink_cos) for _, tr in runs]
+    entered = [label for (label, _), occ in zip(runs, occurs, strict=True) if occ.any()]
+    at_end = [occ & (np.arange(occ.size) == occ.size - 1) for occ in occurs]
+    c = Existential(
+        END_CLAIM,
+        src,
+        [np.asarray(tr.times) for _, tr in runs],
+        at_end,
+        [label for label, _ in runs],
+        family=family + (f"; left out: {'; '.join(excluded)}" if excluded else ""),
+        assumptions="exact piecewise-smooth flow (Filippov sliding on kinks), small init, "
+        f"on the kink: |ŵ·x̂| ≤ {kink_cos:g}; the end of training = each flow's last save",
+        reason=f"entered during training in {len(entered)} of {len(runs)} flows"
+        + (" and left again in each" if entered and not any(o[-1] for o in occurs) else ""),
+    ).judge()
+    return dataclasses.replace(
+        c,
+        predicted=f"for some member, at its last save: in an NAR (β* > {kink_cos:g}), PAR "
+        "share < 1, accuracy 1",
+        values=c.values | {"members": [label for label, _ in runs], "entered": entered},
+    )
+
+
 def check_outlier(traj: Trajectory, data, kink_cos: float) -> Check:
     """App. J on the exact (Filippov) flow, as the existential claim it is ("learning can
     enter an NAR that is not a PAR"): searched over the whole trajectory — in an NAR with
