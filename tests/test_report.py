@@ -732,3 +732,15 @@ def test_the_index_counts_every_verdict_kind_in_a_column_of_its_own():
     assert re.findall(r'<td class="num">(\d+)</td>', row) == ["2", "1", "1", "1", "1"]
     # a claim failing jointly is listed among the failing, linked to its card
     assert 'href="a/report.html#claim-6"' in page
+
+
+def test_no_block_of_a_report_runs_over_150_words():
+    """A verdict's reason of several parts (a hundred or more words each way in the
+    papers' rows) is one sentence in the table and a folded list of the rest: no
+    paragraph, list item or cell of the page runs over the docs' limit."""
+    from test_docs import MAX_WORDS, long_blocks
+
+    part = " ".join(["word"] * 60)
+    c = Check("x ≤ 1", "paper Thm 1", "≤ 1", "0.5", "holds", reason="; ".join([part] * 5))
+    page = experiment_report(name="p", title="T", checks=[*_checks(), c])
+    assert not long_blocks(page), f"blocks over {MAX_WORDS} words"
