@@ -26,8 +26,10 @@ EXIT_INTERRUPTED = 130
 
 
 def _exit_at_once(signum, frame):
+    start = b"\n" if _Ticker.live else b""  # below the live starting line, not on it
     try:
-        os.write(2, b"flows: interrupted while starting; nothing was computed or written.\n")
+        os.write(2, start + b"flows: interrupted while starting; nothing was computed or written.")
+        os.write(2, b"\n")
     except OSError:  # stderr gone (a closed pipe, a full disk): exit all the same
         pass
     os._exit(EXIT_INTERRUPTED)
@@ -72,26 +74,83 @@ def _answer_without_jax(argv: list[str]) -> int | None:
     return 2  # pragma: no cover - a command is required
 
 
-def _say_starting(argv: list[str]) -> None:
-    """The commands that report progress say they have started before the seconds of
-    imports: one line on stderr (stdout stays clean for `--format json`): `flows check`,
-    `flows sweep` (unless `--quiet`) and `flows simulate --progress`; not their help."""
+def _starting_line(argv: list[str]) -> str | None:
+    """What the commands that report progress say before the seconds of imports: `flows
+    check`, `flows sweep` and `flows simulate`, unless `--quiet`; not their help. Without
+    a terminal, `flows simulate` says it only with `--progress` (its stderr stays empty)."""
     args = set(argv)
-    if not argv or {"-h", "--help"} & args:
-        return
+    if not argv or {"-h", "--help", "--quiet"} & args:
+        return None
     command = argv[0]
     if command == "check":
-        line = b"flows check: starting (loading JAX and the papers)\n"
-    elif (command == "sweep" and "--quiet" not in args) or (
-        command == "simulate" and "--progress" in args
-    ):
-        line = b"flows " + command.encode() + b": starting (loading JAX)\n"
-    else:
-        return
+        return "flows check: starting (loading JAX and the papers)"
+    if command == "sweep" or (command == "simulate" and ("--progress" in args or _live())):
+        return f"flows {command}: starting (loading JAX)"
+    return None
+
+
+def _live() -> bool:
+    """stderr can show a live line: a terminal, `TERM` not 'dumb', 40 columns or more (the
+    rule of `flows._cli.live.live_terminal`, which cannot be imported yet)."""
+    import shutil
+
     try:
-        os.write(2, line)
+        tty = os.isatty(2)
+    except OSError:
+        return False
+    cols = shutil.get_terminal_size((80, 24)).columns
+    return tty and os.environ.get("TERM", "") != "dumb" and (cols or 80) >= 40
+
+
+class _Ticker:
+    """The starting line on a terminal, redrawn every half second with the seconds spent
+    (so the imports are never a silent wait); `stop()` ends it with a newline."""
+
+    #: Whether a starting line is on the terminal, without its newline yet.
+    live = False
+
+    def __init__(self, text: str):
+        import threading
+        import time
+
+        self.text, self.time, self.start = text, time.perf_counter, time.perf_counter()
+        self.done = threading.Event()
+        _Ticker.live = True
+        self._write(f"{self.text}…")
+        self.thread = threading.Thread(target=self._tick, name="flows-starting", daemon=True)
+        self.thread.start()
+
+    def _write(self, frame: str) -> None:
+        try:
+            os.write(2, ("\r" + frame).encode())
+        except OSError:  # stderr gone: nothing to tell
+            self.done.set()
+
+    def _tick(self) -> None:
+        while not self.done.wait(0.5):
+            self._write(f"{self.text}… {self.time() - self.start:.0f}s")
+
+    def stop(self) -> None:
+        if not self.done.is_set():
+            self.done.set()
+            self.thread.join()
+            self._write(f"{self.text}… {self.time() - self.start:.1f}s\n")
+            _Ticker.live = False
+
+
+def _say_starting(argv: list[str]) -> _Ticker | None:
+    """The starting line (`_starting_line`) on stderr (stdout stays clean for `--format
+    json`): live on a terminal (`_Ticker`, returned), else one plain line."""
+    line = _starting_line(argv)
+    if line is None:
+        return None
+    if _live():
+        return _Ticker(line)
+    try:
+        os.write(2, (line + "\n").encode())
     except OSError:  # stderr gone: nothing to tell
         pass
+    return None
 
 
 def entry() -> None:
@@ -102,7 +161,7 @@ def entry() -> None:
     code = _answer_without_jax(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    _say_starting(sys.argv[1:])
+    ticker = _say_starting(sys.argv[1:])
     from flows._cli import app  # JAX and the package: seconds
 
-    app.entry(startup_handler=_exit_at_once)
+    app.entry(startup_handler=_exit_at_once, starting=ticker)

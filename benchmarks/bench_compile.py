@@ -6,7 +6,9 @@ save. Side by side in one run (these machines are noisy: compare the ratios).
    an empty cache folder (cold: compiles and writes), and again (warm: reads), repeated
    `--repeat` times in turn, beside a floor measured in the same rounds: a bare Python
    that imports JAX and runs one operation (no command can go below it; it drifts with
-   the machine, so the warm command is also given as a multiple of it).
+   the machine, so the warm command is also given as a multiple of it). The warm command
+   also runs in a pseudo-terminal, as a person runs it: with its default live status line,
+   and with `--progress` (the solve's in-loop meter, a program JAX does not cache).
 2. In one process, `flows.simulate` on a two-layer tanh net of width 200 over 6 rtols ×
    3 seeds: how many flow programs were compiled (one expected: tolerances and θ(0) are
    run-time values) and the CPU seconds of the first run against the others.
@@ -41,6 +43,35 @@ def _child_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def run_on_terminal(extra: list[str], cache_dir: Path, out: Path) -> dict:
+    """COMMAND and its options `extra` in a pseudo-terminal, as a person runs it: its live
+    progress on (the status line by default; the solve's in-loop meter with `--progress`).
+    CPU seconds of the child from `wait4`."""
+    import pty
+    import select
+
+    env = {**os.environ, "FLOWS_CACHE_DIR": str(cache_dir), "TERM": "xterm"}
+    env.pop("FLOWS_NO_CACHE", None)
+    argv = [sys.executable, "-m", "flows", *COMMAND, *extra, "--out", str(out)]
+    t0 = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child
+        os.execve(sys.executable, argv, env)
+    while True:  # drain the terminal until the child closes it
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                if not os.read(fd, 65536):
+                    break
+            except OSError:
+                break
+    _, status, usage = os.wait4(pid, 0)
+    os.close(fd)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"command on a terminal failed ({status})")
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall}
+
+
 def run_command(extra: list[str], cache_dir: Path, out: Path) -> dict:
     env = {**os.environ, "FLOWS_CACHE_DIR": str(cache_dir)}
     env.pop("FLOWS_NO_CACHE", None)
@@ -72,6 +103,8 @@ def commands(repeat: int) -> dict:
         "no cache": [],
         "cold cache": [],
         "warm cache": [],
+        "warm cache, on a terminal (live status line)": [],
+        "warm cache, on a terminal with --progress (in-loop meter)": [],
     }
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
@@ -81,6 +114,12 @@ def commands(repeat: int) -> dict:
             rows["no cache"].append(run_command(["--no-cache"], cache, out))
             rows["cold cache"].append(run_command([], cache, out))
             rows["warm cache"].append(run_command([], cache, out))
+            rows["warm cache, on a terminal (live status line)"].append(
+                run_on_terminal([], cache, out)
+            )
+            rows["warm cache, on a terminal with --progress (in-loop meter)"].append(
+                run_on_terminal(["--progress"], cache, out)
+            )
             found = [p for p in cache.rglob("*") if p.is_file()]
             size = sum(p.stat().st_size for p in found)
             files = len(found)
@@ -128,6 +167,10 @@ def rtol_sweep() -> dict:
     }
 
 
+def rows_shown(c: dict) -> list[str]:
+    return [k for k in c if k != "cache_folder"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -159,7 +202,7 @@ def main() -> None:
         "| cache | CPU s | wall s | CPU vs no cache |",
         "|---|---|---|---|",
     ]
-    for k in ("import jax (floor)", "no cache", "cold cache", "warm cache"):
+    for k in rows_shown(c):
         lines.append(
             f"| {k} | {c[k]['cpu_s']:.2f} | {c[k]['wall_s']:.2f} | {c[k]['cpu_s'] / base:.2f} |"
         )
@@ -177,6 +220,13 @@ def main() -> None:
         f"{c['cache_folder']['kept_programs']} traced program(s) kept by flows "
         "(`flows-programs/`, `jax.export`: a warm run reads the solve program instead of "
         "tracing it; needs the `flatbuffers` package).",
+        "",
+        "On a terminal the command shows its progress by default: a status line drawn by the "
+        "host (the compile named, the time elapsed, the estimate from the last run), with no "
+        "callback in the compiled program, so the warm program is the cached one. "
+        "`--progress` adds the solve's in-loop meter (time reached, steps, rejected steps), "
+        "a program with host callbacks that JAX does not write to its persistent cache: "
+        "each such command compiles again.",
         "",
         "## A sweep over rtol and seeds in one process",
         "",

@@ -13,7 +13,7 @@ import pytest
 
 from flows import Check
 from flows._cli import app as _cli
-from flows._cli.check import Timings, time_left
+from flows._cli.check_progress import Timings, time_left
 from flows.experiments import EXPERIMENTS
 from flows.plugin import Report
 

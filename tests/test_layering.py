@@ -40,6 +40,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_cli_check_jobs.py": {"flows._cli"},
         "tests/test_cli_check_progress.py": {"flows._cli"},
         "tests/test_cli_environment.py": {"flows._cli"},
+        "tests/test_cli_live.py": {"flows._cli", "flows._solve"},
         "tests/test_cli_start.py": {"flows._cli"},
         "tests/test_compile_cache.py": {
             "flows._cli",

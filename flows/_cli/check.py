@@ -19,361 +19,25 @@ with the cause, every finished paper is kept, and the command exits 3.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import hashlib
-import io
 import json
-import shutil
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .._errors import ConfigError
+from .check_progress import (
+    Timings,
+    _LiveProgress,
+    _PlainProgress,
+    _previous_wall_s,
+)
 from .env import _command
+from .lines import MAX_WIDTH, _duration, _fit, _ProgressLines, terminal_width
+from .live import live_terminal
 from .output import EXIT_FAILED, EXIT_OK, EXIT_SOLVER
 
-#: The widest table drawn: a `COLUMNS` or `--width` beyond it (`COLUMNS=10²⁰`, which no
-#: terminal has) draws this wide; every line then fits on one line of any real terminal.
-MAX_WIDTH = 1000
-
-
-def terminal_width(fallback: int = 120) -> int:
-    """Columns of the terminal (`COLUMNS` if set; `fallback` when not a terminal), in
-    [20, `MAX_WIDTH`]."""
-    return min(max(shutil.get_terminal_size((fallback, 24)).columns, 20), MAX_WIDTH)
-
-
-def _duration(s: float) -> str:
-    if s < 90:
-        return f"{s:.0f}s"
-    if s < 5400:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
-
-
-class _StampedLines(io.TextIOBase):
-    """A text stream that passes whole lines on to `target`, each changed by `edit(line)`
-    (e.g. prefixed with the time elapsed); used to time the progress lines that
-    experiments and sweeps print."""
-
-    def __init__(self, target, edit):
-        self.target, self.edit, self._buf = target, edit, ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self._buf += text
-        *lines, self._buf = self._buf.split("\n")
-        for line in lines:
-            self.target.write(self.edit(line) + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        if self._buf:
-            self.target.write(self.edit(self._buf))
-            self._buf = ""
-        self.target.flush()
-
-
-def _fit(text: str, width: int, indent: int) -> str:
-    """`text` wrapped to `width` with a hanging indent; words (paths) are never split."""
-    import textwrap
-
-    return textwrap.fill(
-        text,
-        width,
-        subsequent_indent=" " * indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )
-
-
-def _config_text(cfg) -> str:
-    """`cfg` (a paper's frozen configuration) as canonical JSON: equal text, same run."""
-    import dataclasses
-
-    is_instance = dataclasses.is_dataclass(cfg) and not isinstance(cfg, type)
-    data = dataclasses.asdict(cfg) if is_instance else cfg  # type: ignore[arg-type]
-    try:
-        return json.dumps(json.loads(json.dumps(data, default=str)), sort_keys=True)
-    except (TypeError, ValueError):
-        return repr(data)
-
-
-def _previous_wall_s(folder: Path, cfg=None) -> float | None:
-    """The wall time recorded by the last run in `folder` (its results.json), if any — and,
-    given `cfg`, only when that run had the same configuration (a quick run says nothing
-    of a full one)."""
-    try:
-        data = json.loads((folder / "results.json").read_text())
-        value = float(data["wall_s"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    if cfg is not None:
-        stored = data.get("config")
-        if stored is None or json.dumps(stored, sort_keys=True) != _config_text(cfg):
-            return None
-    return value if value > 0 else None
-
-
-def timings_path() -> Path:
-    """`check-timings.json` in the toolkit's cache folder (`$FLOWS_CACHE_DIR`, else
-    `~/.cache/flows/jax`, beside the compiled programs; the cache's trimming touches only
-    those): the recorded timelines of earlier `flows check` runs on this machine."""
-    from .._compile import default_cache_dir
-
-    return default_cache_dir() / "check-timings.json"
-
-
-class Timings:
-    """The timeline of the last `flows check` run of each paper and configuration on this
-    machine: when (seconds from the paper's start) each of its progress lines came, and
-    its wall time. Read to estimate the time left (`time_left`), written after each paper
-    (atomically; a file that cannot be read or written is ignored: estimates only)."""
-
-    def __init__(self, path: Path | None = None, *, write: bool = True):
-        self.path = timings_path() if path is None else Path(path)
-        self.write = write
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-        self.data: dict[str, Any] = data if isinstance(data, dict) else {}
-
-    @staticmethod
-    def key(name: str, cfg) -> str:
-        digest = hashlib.sha256(_config_text(cfg).encode()).hexdigest()[:16]
-        return f"{name}/{digest}"
-
-    def get(self, name: str, cfg) -> dict | None:
-        """{"lines": [seconds, …], "wall_s": …, "recorded": date} of the last run, or None."""
-        rec = self.data.get(self.key(name, cfg))
-        if not isinstance(rec, dict):
-            return None
-        try:
-            lines = [float(t) for t in rec["lines"]]
-            wall = float(rec["wall_s"])
-        except (TypeError, KeyError, ValueError):
-            return None
-        return {"lines": lines, "wall_s": wall, "recorded": rec.get("recorded", "")}
-
-    def record(self, name: str, cfg, lines: list[float], wall_s: float) -> None:
-        if not self.write:
-            return
-        from .._io import write_atomic
-
-        self.data[self.key(name, cfg)] = {
-            "lines": [round(t, 3) for t in lines],
-            "wall_s": round(wall_s, 3),
-            "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        }
-        text = json.dumps(self.data, indent=1, sort_keys=True)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-        except OSError:  # a read-only home, a full disk: no estimate next time, nothing worse
-            pass
-
-
-def time_left(recorded: dict | None, times: list[float], elapsed: float) -> float | None:
-    """Seconds left for a paper, from the recorded timeline of its last run: the time that
-    run took from the progress line this run reached last (its `len(times)`-th) to its end,
-    scaled by how fast this run has been so far relative to it (within ×0.5…×2), less the
-    time since this run reached that line; None without a record.
-
-    **Arguments:** `recorded` (`Timings.get`), `times` (seconds from this paper's start of
-    each progress line so far), `elapsed` (seconds since this paper started)."""
-    if recorded is None:
-        return None
-    lines, wall = recorded["lines"], recorded["wall_s"]
-    k = min(len(times), len(lines))
-    mark = lines[k - 1] if k else 0.0  # where the recorded run was at the matching line
-    here = times[k - 1] if k else 0.0  # and where this run was
-    speed = min(max(here / mark, 0.5), 2.0) if mark >= 2.0 else 1.0
-    return max(speed * (wall - mark) - (elapsed - here), 0.0)
-
-
-class _PlainProgress:
-    """Progress where no terminal is: the paper's lines stamped with the time elapsed."""
-
-    live = False
-
-    def __init__(self, stream: IO[str], width: int, command_start: float):
-        self.stream, self.width, self.command_start = stream, width, command_start
-        self.times: list[float] = []
-        self.start = time.perf_counter()
-
-    def begin(self, k: int, n: int, name: str, recorded: dict | None, last: float | None):
-        self.times, self.start = [], time.perf_counter()
-        wall = recorded["wall_s"] if recorded else last
-        if wall is not None:
-            print(
-                _fit(
-                    f"[{k}/{n}] {name}: starting; the last run took {_duration(wall)}",
-                    self.width,
-                    4,
-                ),
-                file=self.stream,
-                flush=True,
-            )
-
-    def write(self, line: str) -> None:
-        if line.strip():
-            self.times.append(time.perf_counter() - self.start)
-        stamp = f"[{_duration(time.perf_counter() - self.command_start):>7}] "
-        text = _fit(stamp + line, self.width, 10) if line.strip() else line
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def end(self, wall: float, ok: bool) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-class _LiveProgress:
-    """One tqdm bar per paper on a terminal: stages done of the last run's count (each
-    progress line the paper prints announces a stage, so those before it are done), time
-    elapsed and left (`time_left`), redrawn every second by a thread; the paper's lines are
-    written above the bar (`tqdm.write`), so nothing is lost from the log."""
-
-    live = True
-    REFRESH_S = 1.0
-    #: Shared by every bar: several run at once under `--jobs` (one per running paper).
-    LOCK = threading.RLock()
-
-    def __init__(
-        self, stream: IO[str], width: int, command_start: float, position: int | None = None
-    ):
-        """`position`: the bar's line below the log when several papers run at once
-        (`--jobs`); the bar is then removed when its paper is done, and a line says so."""
-        self.stream, self.width, self.command_start = stream, width, command_start
-        self.position = position
-        self.name = ""
-        self.lock = self.LOCK
-        self.bar = None
-        self.times: list[float] = []
-        self.recorded: dict | None = None
-        self.start = time.perf_counter()
-        self.stop = threading.Event()
-        self.thread: threading.Thread | None = None
-
-    def begin(self, k: int, n: int, name: str, recorded: dict | None, last: float | None):
-        from tqdm import tqdm
-
-        with self.lock:
-            self.name = f"[{k}/{n}] {name}"
-            self.times, self.recorded = [], recorded
-            if recorded is None and last is not None:  # results.json: a wall time, no stages
-                self.recorded = {"lines": [], "wall_s": last, "recorded": ""}
-            total = len(recorded["lines"]) if recorded and recorded["lines"] else None
-            self.start = time.perf_counter()
-            fmt = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} stages "
-            self.bar = tqdm(
-                total=total,
-                desc=f"[{k}/{n}] {name}",
-                file=self.stream,
-                bar_format=(fmt if total else "{desc}: {n_fmt} stages done ")
-                + "[{elapsed}{postfix}]",
-                # the table's width, and rows enough: a terminal that reports 0 × 0 (a bare
-                # pty, `docker run -t`) made tqdm hide the bar
-                ncols=self.width,
-                nrows=max(shutil.get_terminal_size((120, 24)).lines, 24),
-                leave=self.position is None,
-                position=self.position,
-                mininterval=0.0,
-            )
-            self._postfix()
-            self.bar.refresh()
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._tick, name="flows-check-bar", daemon=True)
-            self.thread.start()
-
-    def _postfix(self) -> None:
-        assert self.bar is not None
-        left = time_left(self.recorded, self.times, time.perf_counter() - self.start)
-        if left is None:
-            text = "no earlier run to estimate from"
-        elif left > 0:
-            text = f"about {_duration(left)} left"
-        else:
-            text = "past the estimate; finishing"
-        self.bar.set_postfix_str(text, refresh=False)
-        if self.bar.total is not None and len(self.times) > self.bar.total:
-            self.bar.total = len(self.times)  # more stages than last time
-
-    def _tick(self) -> None:
-        while not self.stop.wait(self.REFRESH_S):
-            with self.lock:
-                if self.bar is not None:
-                    self._postfix()
-                    self.bar.refresh()
-
-    def write(self, line: str) -> None:
-        with self.lock:
-            if line.strip():
-                self.times.append(time.perf_counter() - self.start)
-            if self.bar is None:
-                self.stream.write(line + "\n")
-                return
-            self.bar.write(line, file=self.stream)
-            if line.strip():
-                # a line announces a stage: those before it are done
-                self.bar.n = len(self.times) - 1
-                self._postfix()
-                self.bar.refresh()
-
-    def end(self, wall: float, ok: bool) -> None:
-        with self.lock:
-            if self.bar is None:
-                return
-            self.bar.n = self.bar.total = max(len(self.times), 1)  # full: the paper is done
-            self.bar.set_postfix_str(f"done in {_duration(wall)}", refresh=False)
-            if self.position is not None:  # one of several bars: it goes, a line stays
-                self.bar.write(f"{self.name}: done in {_duration(wall)}", file=self.stream)
-            self.bar.close()
-            self.bar = None
-
-    def close(self) -> None:
-        self.stop.set()
-        with self.lock:
-            if self.bar is not None:
-                self.bar.close()
-                self.bar = None
-
-
-class _ProgressLines(io.TextIOBase):
-    """The stream the papers print their progress to: whole lines go to `progress.write`."""
-
-    def __init__(self, progress):
-        self.progress, self._buf = progress, ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self._buf += text
-        *lines, self._buf = self._buf.split("\n")
-        for line in lines:
-            self.progress.write(line)
-        return len(text)
-
-    def flush(self) -> None:
-        if self._buf:
-            self.progress.write(self._buf)
-            self._buf = ""
-
-
-def _is_terminal(stream) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (OSError, ValueError):
-        return False
+__all__ = ["MAX_WIDTH", "terminal_width"]  # with the command: where its tests find them
 
 
 def _jobs(args, names, exps, stream, width) -> int:
@@ -405,17 +69,13 @@ def _jobs(args, names, exps, stream, width) -> int:
 
 
 def _cmd_check(args) -> int:
-    from .._io import INDEX_NAME, OutputDir
-    from ..claims._checks import any_failed, format_checks, json_safe
+    from ..claims._checks import any_failed, format_checks
     from ..experiments import EXPERIMENTS as exps
 
     names = sorted(exps) if args.experiment == "all" else [args.experiment]
     out = Path(args.out)
     report = not args.no_report
-    for name in names:  # refuse a bad --out before minutes of computing
-        OutputDir.preflight(out / name, exps[name].outputs if report else exps[name].files, name)
-    if report and len(names) > 1:
-        OutputDir.preflight(out, (INDEX_NAME,))
+    _preflight(names, exps, out, report)
     as_json = args.format == "json"
     width = min(args.width or terminal_width(), MAX_WIDTH)
     mode = "quick" if args.quick else "default"
@@ -449,7 +109,7 @@ def _cmd_check(args) -> int:
         file=progress_stream,
         flush=True,
     )
-    live = _is_terminal(progress_stream)
+    live = live_terminal(progress_stream)
     failed = False
     done: list[dict] = []
 
@@ -504,28 +164,51 @@ def _cmd_check(args) -> int:
         if index is not None and not as_json:
             print(_fit(f"wrote: {index}", width, 2))
     if as_json:
-        payload: dict[str, Any] = {
-            "experiments": [
-                {**{k: v for k, v in e.items() if k != "checks"},
-                 "checks": [c.to_dict() for c in e["checks"]]}
-                for e in done
-            ],
-            "failed": failed,
-        }  # fmt: skip
-        if lost:
-            payload["lost"] = [{"name": n, "reason": why} for n, why in lost.items()]
-        print(json.dumps(json_safe(payload), indent=1, ensure_ascii=False))
+        _print_json(done, failed, lost)
     if lost:
-        kept = ", ".join(e["name"] for e in done) or "none"
-        for name, why in lost.items():
-            print(
-                f"flows: error: the run of {name} was lost: {why}. Its results were not "
-                f"written; every finished paper's are kept ({kept}). Rerun `flows check "
-                f"{name}` (alone, it has the machine's memory to itself).",
-                file=sys.stderr,
-            )
+        _say_lost(lost, done)
         return EXIT_SOLVER
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _preflight(names, exps, out: Path, report: bool) -> None:
+    """Refuse a bad `--out` before minutes of computing: each paper's folder, and the
+    folder of `index.html` when several papers are checked."""
+    from .._io import INDEX_NAME, OutputDir
+
+    for name in names:
+        OutputDir.preflight(out / name, exps[name].outputs if report else exps[name].files, name)
+    if report and len(names) > 1:
+        OutputDir.preflight(out, (INDEX_NAME,))
+
+
+def _print_json(done: list[dict], failed: bool, lost: dict[str, str]) -> None:
+    """`--format json`: every finished paper with its checks, and the papers lost."""
+    from ..claims._checks import json_safe
+
+    payload: dict[str, Any] = {
+        "experiments": [
+            {**{k: v for k, v in e.items() if k != "checks"},
+             "checks": [c.to_dict() for c in e["checks"]]}
+            for e in done
+        ],
+        "failed": failed,
+    }  # fmt: skip
+    if lost:
+        payload["lost"] = [{"name": n, "reason": why} for n, why in lost.items()]
+    print(json.dumps(json_safe(payload), indent=1, ensure_ascii=False))
+
+
+def _say_lost(lost: dict[str, str], done: list[dict]) -> None:
+    """One line on stderr for each paper whose worker died, naming what was kept."""
+    kept = ", ".join(e["name"] for e in done) or "none"
+    for name, why in lost.items():
+        print(
+            f"flows: error: the run of {name} was lost: {why}. Its results were not "
+            f"written; every finished paper's are kept ({kept}). Rerun `flows check "
+            f"{name}` (alone, it has the machine's memory to itself).",
+            file=sys.stderr,
+        )
 
 
 def _run_serial(

@@ -143,6 +143,11 @@ class Flag:
         parser.set_defaults(**{GIVEN: frozenset()})  # none typed yet (`given`)
 
 
+def values(args: argparse.Namespace, flags: Collection[Flag]) -> dict[str, Any]:
+    """The values `args` holds for `flags`, by the flags' names."""
+    return {f.name: getattr(args, f.name) for f in flags}
+
+
 def given(values: argparse.Namespace | Mapping[str, Any]) -> set[str]:
     """The flags the user typed: those argparse recorded (`GIVEN`); for a mapping of
     options (the Python API), those set to anything but None or False."""

@@ -5,20 +5,23 @@ and rejected steps (an attempt that does not advance the clock) and, every
 `refresh_steps` attempts, hands (clock value reached, physical time, attempts, rejected) to
 the host through one callback. On the host `Bar` shows them:
 
-- on a terminal, one live tqdm bar: the share of the run's clock done, the physical time
-  reached of t1, the steps and rejected steps, the elapsed time and tqdm's estimate of the
-  time left (smoothed over the recent rate, so it learns from the run);
+- on a terminal (not `TERM=dumb`, at least 40 columns), one live tqdm bar: the share of
+  the run's clock done, the physical time reached of t1, the steps and rejected steps,
+  the elapsed time and tqdm's estimate of the time left (smoothed over the recent rate,
+  so it learns from the run);
 - elsewhere (CI logs, pipes, notebooks' captured stderr), a plain line at every tenth of
   the run, with an estimate from the run's average rate so far.
 
 The callbacks exist only when progress is asked for; a program with them is a different
 compiled program (and is not written to the persistent compilation cache), so a run
-without progress pays nothing.
+without progress pays nothing. Another live line on the same terminal (the command line's
+status) steps aside when a bar opens: `ON_LIVE_BAR` holds what to call first.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 import threading
@@ -33,7 +36,24 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
-__all__ = ["Bar", "RunMeter"]
+__all__ = ["ON_LIVE_BAR", "Bar", "RunMeter"]
+
+#: Called (no arguments) before a live bar first draws: another display on the terminal
+#: blanks its line.
+ON_LIVE_BAR: list[Callable[[], None]] = []
+#: The narrowest terminal that gets a live bar (narrower: plain lines).
+MIN_COLUMNS = 40
+
+
+def _live(stream) -> bool:
+    """A terminal that can show a live bar: `isatty`, `TERM` not 'dumb', wide enough."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        tty = bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
+    cols = shutil.get_terminal_size((80, 24)).columns
+    return tty and os.environ.get("TERM", "") != "dumb" and (cols or 80) >= MIN_COLUMNS
 
 
 class Bar:
@@ -45,10 +65,7 @@ class Bar:
     def __init__(self, t1: float, stream: IO[str] | None = None, live: bool | None = None):
         self.t1 = float(t1)
         self.stream = sys.stderr if stream is None else stream
-        if live is None:
-            isatty = getattr(self.stream, "isatty", None)
-            live = bool(isatty and isatty())
-        self.live = live
+        self.live = _live(self.stream) if live is None else live
         self.start = time.perf_counter()
         self.next_line = 0.1  # plain mode: the next tenth to report
         self.last: tuple | None = None
@@ -57,6 +74,8 @@ class Bar:
         if self.live:
             from tqdm import tqdm
 
+            for make_room in list(ON_LIVE_BAR):
+                make_room()
             self.bar = tqdm(
                 total=1000,
                 file=self.stream,
@@ -98,7 +117,8 @@ class Bar:
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.close()
+            self.bar.close()  # its last frame and a newline, which tqdm leaves unflushed
+            self.stream.flush()
         elif self.last is not None and self.last[0] < 1.0:  # stopped early (event, failure)
             fraction, t, steps, rejected = self.last
             print(

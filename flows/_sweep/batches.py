@@ -12,7 +12,7 @@ from .._errors import ConfigError
 from .points import error_text
 
 if TYPE_CHECKING:
-    from .engine import AbstractSweepSpec
+    from .spec import AbstractSweepSpec
 
 
 def make_batches(

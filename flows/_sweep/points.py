@@ -24,7 +24,7 @@ from .._solve.trajectory import versions
 if TYPE_CHECKING:
     import xarray as xr  # imported where used: `import flows` stays free of it
 
-    from .engine import AbstractSweepSpec
+    from .spec import AbstractSweepSpec
 
 #: Format tag written into the manifest.
 FORMAT = "flows-sweep/1"
