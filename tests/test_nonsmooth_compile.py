@@ -18,15 +18,15 @@ def _net_and_state():
     pb = flows.make_problem(
         LeakyReLUNet(k=2, d=2, slope=0.1, init_scale=1.0), data.train, key=0, loss_fn=flows.logistic
     )
-    kw = dict(
-        max_steps=100, max_events=100, max_sliding=4, max_candidates=4, slots=4,
-        kink_tol=1e-9, storm_window=10, storm_span=1e-9, error_norm="rms",
+    problem, run = _api.NonsmoothRun.validate(
+        pb, t1=1.0, t0=0.0, rtol=1e-6, atol=1e-9, ts=None, n_save=3, save_params="ends",
+        observables=None, clock="physical", max_steps=100, max_events=100, max_sliding=4,
+        max_candidates=4, slots=4, kink_tol=1e-9, storm_window=10, storm_span=1e-9,
+        error_norm="rms", throw=True,
     )  # fmt: skip
-    problem, tols, ts, mask, settings, _, layout = _api._checked(
-        pb, 0.0, 1.0, 1e-6, 1e-9, None, 3, "ends", None, "physical", kw
-    )
-    net = Net.build(problem, settings, layout, tols[2:])
-    carry = _loop.start(net, problem.theta0, jnp.asarray(ts), jnp.asarray(mask), 0.0, 1.0)
+    net = Net.build(problem, run.settings, run.layout, (run.rtol, run.atol))
+    ts, mask = jnp.asarray(run.ts), jnp.asarray(run.pts_mask)
+    carry = _loop.start(net, problem.theta0, ts, mask, 0.0, 1.0)
     return net, carry
 
 
@@ -47,7 +47,7 @@ def test_decision_traces_one_solve_of_the_sides(monkeypatch):
     solve share one `solve_sides` (one iteration of the decision's loop each)."""
     net, carry = _net_and_state()
     calls = _count(monkeypatch, _decision, "solve_sides")
-    jax.make_jaxpr(lambda y, pat: _decision.decide(net, y, pat))(carry["y"], carry["pat"])
+    jax.make_jaxpr(lambda y, pat: _decision.decide(net, y, pat))(carry.y, carry.pat)
     assert len(calls) == 1
 
 
@@ -55,7 +55,7 @@ def test_newton_steps_are_loops(monkeypatch):
     """The equivalent control's Newton steps (the field's two, `sliding_jacobian`'s three)
     trace ż once each, not once per step."""
     net, carry = _net_and_state()
-    y, pat = carry["y"], carry["pat"]
+    y, pat = carry.y, carry.pat
     calls = _count(monkeypatch, _sliding, "zdot_sliding")
     jax.make_jaxpr(lambda th: _sliding.equivalent_control(net, th, pat))(y[0])
     assert len(calls) == 1

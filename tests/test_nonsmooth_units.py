@@ -37,7 +37,7 @@ from flows._nonsmooth._decision import (
     min_norm_sides,
     solve_sides,
 )
-from flows._nonsmooth._loop import root
+from flows._nonsmooth._loop import Carry, root
 from flows._nonsmooth._net import Net, Settings, layout_of
 from flows._nonsmooth._pattern import initial_pattern
 from flows._nonsmooth._sliding import damped_solve, jac_columns, jac_rows, with_jacobian
@@ -340,9 +340,10 @@ def test_grow_slots_keeps_the_occupied_slots():
         jnp.asarray([0.3, 0.7]),
         jnp.asarray(1.5),
     )
-    grown = grow_slots({"pat": pat, "k": 4}, 4)
-    piece, off, idx, kink, on, J4, lam0, kappa = grown["pat"]
-    assert grown["k"] == 4 and float(kappa) == 1.5
+    carry = Carry(*[None] * len(Carry._fields))._replace(pat=pat, k=4)
+    grown = grow_slots(carry, 4)
+    piece, off, idx, kink, on, J4, lam0, kappa = grown.pat
+    assert grown.k == 4 and float(kappa) == 1.5
     np.testing.assert_array_equal(idx, [3, 1, 0, 0])
     np.testing.assert_array_equal(kink, [0, 1, 0, 0])
     np.testing.assert_array_equal(on, [True, True, False, False])

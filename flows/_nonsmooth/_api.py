@@ -17,13 +17,14 @@ from .. import _compile
 from .._compile import callback_free, compile_lowered, jit_kept_on
 from .._errors import ConfigError, SolverError
 from .._solve.arguments import ControllerSpec, SaveSpec, ungroup
+from .._solve.companion import scaled_tolerances
 from .._solve.global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
 from .._solve.problem import Problem
 from .._solve.stats import Result, SolveStats
 from .._solve.trajectory import Trajectory, assemble_trajectory, flat_params
 from .._solvers import check_error_norm
 from .._validate import as_float, as_int
-from ._loop import loop, run
+from ._loop import Carry, loop, run
 from ._net import SWITCH_RESIDUAL_MAX, UNRESOLVED_RUN, Layout, Net, Settings, Stop, layout_of
 from ._pattern import Pattern
 
@@ -74,15 +75,15 @@ def _resume(dynamic, tols, carry, ts, pts_mask, t1, *, static, settings, layout)
     """The loop continued from `carry` (a stopped run's final carry, its slots padded to
     `settings`' sizes by `grow_slots`)."""
     problem = eqx.combine(dynamic, static)
-    carry = {**carry, "code": jnp.int32(Stop.OK), "pair": jnp.int32(-1)}
+    carry = carry._replace(code=jnp.int32(Stop.OK), pair=jnp.int32(-1))
     return loop(Net.build(problem, settings, layout, tols), carry, ts, pts_mask, t1)
 
 
-def grow_slots(carry: dict, m_new: int) -> dict:
+def grow_slots(carry: Carry, m_new: int) -> Carry:
     """The carry with its M sliding slots padded to `m_new` with empty ones (index 0,
     kink 0, not on, identity Jacobian block, λ 0); the occupied slots are kept, in order.
     Candidate slots live only inside each event's decision: nothing to pad."""
-    piece, off, idx, kink, on, J, lam0, kappa = carry["pat"]
+    piece, off, idx, kink, on, J, lam0, kappa = carry.pat
     m = idx.shape[0]
     extra = m_new - m
     eye = jnp.eye(m_new, dtype=J.dtype)
@@ -96,7 +97,7 @@ def grow_slots(carry: dict, m_new: int) -> dict:
         lam0=jnp.pad(lam0, (0, extra)),
         kappa=kappa,
     )
-    return {**carry, "pat": pat}
+    return carry._replace(pat=pat)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,83 +111,147 @@ class _Bounds:
     slots: int
 
 
-def _checked(problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, clock, kw):
-    """(problem, save times, parameter-save mask, settings, bounds, layout) from the
-    arguments of `simulate_nonsmooth`, each checked (`ConfigError` naming the argument)."""
-    from .._solve.arguments import (
-        check_common,
-        check_max_steps,
-        check_n_save,
-        check_observables,
-        check_problem,
-        param_save_times,
-        save_times,
-    )
+@dataclasses.dataclass(frozen=True, eq=False)
+class NonsmoothRun:
+    """`simulate_nonsmooth`'s arguments after `validate`: the span and tolerances, the save
+    times (`ts`, t1 always among them) and which of them store θ (`pts_mask`), the loop's
+    starting settings (`settings`: clock, slots, kink and storm rules, observables) under
+    the user's bounds (`bounds`), the kink pairs' layout, and `throw`. The only thing
+    `simulate_nonsmooth` passes down."""
 
-    problem = check_problem(problem)
-    t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
-    if ts is None:
-        n_save = check_n_save(n_save)
-    if problem.model.activation_kinks is None:
-        raise ConfigError(
-            f"{type(problem.model).__name__} declares no kink points (`activation_kinks`) "
-            "and no `forward(params, x, act)`, so its flow cannot be integrated through the "
-            "kinks exactly. For a smooth or smoothed activation (e.g. `smoothing=1e-3` on "
-            "the leaky-ReLU net or DeepFCN) use `flows.simulate`."
+    t0: float
+    t1: float
+    rtol: float
+    atol: float
+    ts: np.ndarray
+    pts_mask: np.ndarray
+    save_params: str
+    settings: Settings
+    bounds: _Bounds
+    layout: Layout
+    throw: bool
+
+    @classmethod
+    def validate(
+        cls, problem, *, t1, t0, rtol, atol, ts, n_save, save_params, observables, clock,
+        max_steps, max_events, max_sliding, max_candidates, slots, kink_tol, storm_window,
+        storm_span, error_norm, throw,
+    ) -> tuple[Problem, NonsmoothRun]:  # fmt: skip
+        """`simulate_nonsmooth`'s arguments checked (`ConfigError` naming the argument):
+        (the problem as checked, the run)."""
+        from .._solve.arguments import (
+            check_common,
+            check_max_steps,
+            check_n_save,
+            check_observables,
+            check_problem,
+            param_save_times,
+            save_times,
         )
-    if clock not in NONSMOOTH_CLOCKS:
-        raise ConfigError(f"`clock` must be one of {NONSMOOTH_CLOCKS}; got {clock!r}.")
-    if clock in ("log", "loss") and t0 < 0:
-        raise ConfigError(f"the {clock} clock needs t0 ≥ 0; got t0 = {t0}.")
-    max_steps = check_max_steps(kw["max_steps"])
-    max_events = as_int("max_events", kw["max_events"], minimum=1)
-    max_sliding = as_int("max_sliding", kw["max_sliding"], minimum=1)
-    max_candidates = as_int("max_candidates", kw["max_candidates"], minimum=1)
-    slots = as_int("slots", kw["slots"], minimum=1)
-    storm_window = as_int("storm_window", kw["storm_window"], minimum=2)
-    kink_tol = as_float("kink_tol", kw["kink_tol"], positive=True)
-    storm_span = as_float("storm_span", kw["storm_span"], positive=True)
-    error_norm = check_error_norm(kw["error_norm"])
-    if observables is not None:
-        observables, _ = check_observables(problem, observables, t0)
-    layout = layout_of(problem)
-    max_candidates = min(max_candidates, layout.size)
-    max_sliding = min(max_sliding, layout.size)
-    ts = save_times(t0, t1, ts, n_save)
-    if ts[-1] < t1:
-        ts = np.append(ts, t1)
-    pts_mask = np.isin(ts, param_save_times(ts, save_params))
-    settings = Settings(
-        clock=clock,
-        max_steps=max_steps,
-        max_events=max_events,
-        max_sliding=min(slots, max_sliding),
-        max_candidates=min(slots, max_candidates),
-        kink_tol=kink_tol,
-        storm_window=storm_window,
-        storm_span=storm_span,
-        observables=observables or _no_observables,
-        n_save=len(ts),
-        n_psave=int(pts_mask.sum()),
-        error_norm=error_norm,
-    )
-    bounds = _Bounds(max_sliding, max_candidates, max_steps, max_events, slots)
-    return problem, (t0, t1, rtol, atol), ts, pts_mask, settings, bounds, layout
+
+        problem = check_problem(problem)
+        rtol, atol = scaled_tolerances(rtol, atol)  # a companion computation's, if any
+        t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
+        if ts is None:
+            n_save = check_n_save(n_save)
+        if problem.model.activation_kinks is None:
+            raise ConfigError(
+                f"{type(problem.model).__name__} declares no kink points (`activation_kinks`) "
+                "and no `forward(params, x, act)`, so its flow cannot be integrated through "
+                "the kinks exactly. For a smooth or smoothed activation (e.g. "
+                "`smoothing=1e-3` on the leaky-ReLU net or DeepFCN) use `flows.simulate`."
+            )
+        if clock not in NONSMOOTH_CLOCKS:
+            raise ConfigError(f"`clock` must be one of {NONSMOOTH_CLOCKS}; got {clock!r}.")
+        if clock in ("log", "loss") and t0 < 0:
+            raise ConfigError(f"the {clock} clock needs t0 ≥ 0; got t0 = {t0}.")
+        max_steps = check_max_steps(max_steps)
+        max_events = as_int("max_events", max_events, minimum=1)
+        max_sliding = as_int("max_sliding", max_sliding, minimum=1)
+        max_candidates = as_int("max_candidates", max_candidates, minimum=1)
+        slots = as_int("slots", slots, minimum=1)
+        storm_window = as_int("storm_window", storm_window, minimum=2)
+        kink_tol = as_float("kink_tol", kink_tol, positive=True)
+        storm_span = as_float("storm_span", storm_span, positive=True)
+        error_norm = check_error_norm(error_norm)
+        if observables is not None:
+            observables, _ = check_observables(problem, observables, t0)
+        layout = layout_of(problem)
+        max_candidates = min(max_candidates, layout.size)
+        max_sliding = min(max_sliding, layout.size)
+        ts = save_times(t0, t1, ts, n_save)
+        if ts[-1] < t1:
+            ts = np.append(ts, t1)
+        pts_mask = np.isin(ts, param_save_times(ts, save_params))
+        settings = Settings(
+            clock=clock,
+            max_steps=max_steps,
+            max_events=max_events,
+            max_sliding=min(slots, max_sliding),
+            max_candidates=min(slots, max_candidates),
+            kink_tol=kink_tol,
+            storm_window=storm_window,
+            storm_span=storm_span,
+            observables=observables or _no_observables,
+            n_save=len(ts),
+            n_psave=int(pts_mask.sum()),
+            error_norm=error_norm,
+        )
+        bounds = _Bounds(max_sliding, max_candidates, max_steps, max_events, slots)
+        return problem, cls(
+            t0, t1, rtol, atol, ts, pts_mask, save_params, settings, bounds, layout, throw
+        )
+
+    def config(self, problem) -> dict:
+        """The trajectory's `config` of this run."""
+        kinks = problem.model.activation_kinks
+        settings, bounds = self.settings, self.bounds
+        return {
+            "method": "gradient flow, piecewise-smooth (Tsit5 within an activation pattern, "
+            "located switching, Filippov sliding)",
+            "problem": problem.describe(),
+            "solver": "tsit5-events",
+            "solver_requested": "nonsmooth",
+            "solver_class": "flows._nonsmooth (diffrax.Tsit5 steps)",
+            "solver_settings": {
+                "kink_tol": settings.kink_tol,
+                "max_sliding": bounds.max_sliding,
+                "max_candidates": bounds.max_candidates,
+                "slots": bounds.slots,
+                "max_events": bounds.max_events,
+                "storm_window": settings.storm_window,
+                "storm_span": settings.storm_span,
+                "activation_kinks": list(kinks.kinks),
+                "activation_slopes": list(kinks.slopes),
+            },
+            "clock": settings.clock,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "error_norm": settings.error_norm,
+            "t0": self.t0,
+            "t1": self.t1,
+            "max_steps": bounds.max_steps,
+            "dt0": None,
+            "save_params": self.save_params,
+            "dtype": str(problem.dtype),
+            "stop": "none",
+        }
 
 
-def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bounds, layout):
+def _solve(problem, run: NonsmoothRun):
     """(final carry, slot growth, compile s, wall s): the loop compiled and run, continued
     from where slots ran out (code 5) with twice the slots that ran out (or the power of
     two the event needs), unless one that ran out is at its bound."""
     # the problem (data, θ(0)) is an argument of the compiled loop: one compilation per
     # structure (model, loss, shapes), reused across seeds and data values
+    settings, bounds, layout = run.settings, run.bounds, run.layout
     dynamic, static = eqx.partition(problem, eqx.is_array)
     leaves, treedef = jax.tree_util.tree_flatten(dynamic)
     s_leaves, s_def = jax.tree_util.tree_flatten(static)
     structure = (treedef, s_def, tuple(s_leaves), tuple((v.shape, v.dtype) for v in leaves))
-    ts_j, mask_j = jnp.asarray(ts, problem.dtype), jnp.asarray(pts_mask)
-    t0_j, t1_j = jnp.asarray(t0, problem.dtype), jnp.asarray(t1, problem.dtype)
-    tols_j = jnp.asarray(tols, problem.dtype)
+    ts_j, mask_j = jnp.asarray(run.ts, problem.dtype), jnp.asarray(run.pts_mask)
+    t0_j, t1_j = jnp.asarray(run.t0, problem.dtype), jnp.asarray(run.t1, problem.dtype)
+    tols_j = jnp.asarray((run.rtol, run.atol), problem.dtype)
 
     def compiled_for(kind, fn, settings, *args):
         key = (kind, settings, structure)
@@ -207,8 +272,8 @@ def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bou
     out = jax.block_until_ready(compiled(*args))
     wall_s = time.perf_counter() - start
     growth = []
-    while int(out["code"]) == Stop.OUT_OF_SLOTS:
-        n_near, n_slide = (int(v) for v in out["need"])
+    while int(out.code) == Stop.OUT_OF_SLOTS:
+        n_near, n_slide = (int(v) for v in out.need)
         grow_c = n_near > settings.max_candidates
         grow_m = n_slide > settings.max_sliding
         if (grow_c and settings.max_candidates >= bounds.max_candidates) or (
@@ -230,7 +295,7 @@ def _solve(problem, tols, ts, pts_mask, t0, t1, settings: Settings, bounds: _Bou
         )
         growth.append(
             {
-                "t": float(out["y"][2]),
+                "t": float(out.y[2]),
                 "max_sliding": settings.max_sliding,
                 "max_candidates": settings.max_candidates,
             }
@@ -351,110 +416,49 @@ def simulate_nonsmooth(
     `root_evals`, `max_switch_residual`, `max_pattern_mismatch`, `unresolved_events` (events
     decided by the minimum-norm fallback).
     """
+    call = {
+        "t1": t1, "t0": t0, "rtol": rtol, "atol": atol, "ts": ts, "n_save": n_save,
+        "save_params": save_params, "observables": observables, "clock": clock,
+        "max_steps": max_steps, "max_events": max_events, "max_sliding": max_sliding,
+        "max_candidates": max_candidates, "slots": slots, "kink_tol": kink_tol,
+        "storm_window": storm_window, "storm_span": storm_span, "error_norm": error_norm,
+    }  # fmt: skip
     if save is not None or controller is not None:
-        g = ungroup(simulate_nonsmooth, save, controller, {
-            "ts": ts, "n_save": n_save, "save_params": save_params, "observables": observables,
-            "rtol": rtol, "atol": atol, "error_norm": error_norm,
-        })  # fmt: skip
-        ts, n_save, save_params, observables = (
-            g["ts"],
-            g["n_save"],
-            g["save_params"],
-            g["observables"],
-        )
-        rtol, atol, error_norm = g["rtol"], g["atol"], g["error_norm"]
+        call = ungroup(simulate_nonsmooth, save, controller, call)
     if global_error_asked(global_error):
-        same = {
-            "t1": t1, "t0": t0, "ts": ts, "n_save": n_save, "save_params": save_params,
-            "observables": observables, "clock": clock, "max_steps": max_steps,
-            "max_events": max_events, "max_sliding": max_sliding,
-            "max_candidates": max_candidates, "slots": slots, "kink_tol": kink_tol,
-            "storm_window": storm_window, "storm_span": storm_span, "error_norm": error_norm,
-        }  # fmt: skip
-        same["global_error"] = False
-        plain = simulate_nonsmooth(problem, rtol=rtol, atol=atol, throw=throw, **same)
+        plain = simulate_nonsmooth(problem, **call, throw=throw, global_error=False)
         f = GLOBAL_ERROR_FACTOR
+        tight = {**call, "rtol": call["rtol"] / f, "atol": call["atol"] / f}
         return with_global_error(
-            plain, lambda: simulate_nonsmooth(problem, rtol=rtol / f, atol=atol / f, **same), f
+            plain, lambda: simulate_nonsmooth(problem, **tight, global_error=False), f
         )
-    kw = dict(
-        max_steps=max_steps,
-        max_events=max_events,
-        max_sliding=max_sliding,
-        max_candidates=max_candidates,
-        slots=slots,
-        kink_tol=kink_tol,
-        storm_window=storm_window,
-        storm_span=storm_span,
-        error_norm=error_norm,
-    )
-    problem, tols, ts, pts_mask, settings, bounds, layout = _checked(
-        problem, t0, t1, rtol, atol, ts, n_save, save_params, observables, clock, kw
-    )
-    t0, t1, rtol, atol = tols
-    kinks = problem.model.activation_kinks
-    assert kinks is not None  # checked by _checked
-    out, growth, compile_s, wall_s = _solve(
-        problem, (rtol, atol), ts, pts_mask, t0, t1, settings, bounds, layout
-    )
-    config = {
-        "method": "gradient flow, piecewise-smooth (Tsit5 within an activation pattern, "
-        "located switching, Filippov sliding)",
-        "problem": problem.describe(),
-        "solver": "tsit5-events",
-        "solver_requested": "nonsmooth",
-        "solver_class": "flows._nonsmooth (diffrax.Tsit5 steps)",
-        "solver_settings": {
-            "kink_tol": settings.kink_tol,
-            "max_sliding": bounds.max_sliding,
-            "max_candidates": bounds.max_candidates,
-            "slots": bounds.slots,
-            "max_events": bounds.max_events,
-            "storm_window": settings.storm_window,
-            "storm_span": settings.storm_span,
-            "activation_kinks": list(kinks.kinks),
-            "activation_slopes": list(kinks.slopes),
-        },
-        "clock": clock,
-        "rtol": rtol,
-        "atol": atol,
-        "error_norm": settings.error_norm,
-        "t0": t0,
-        "t1": t1,
-        "max_steps": bounds.max_steps,
-        "dt0": None,
-        "save_params": save_params,
-        "dtype": str(problem.dtype),
-        "stop": "none",
-    }
-    return _assemble(
-        problem, out, ts, pts_mask, layout, settings, bounds, config,
-        growth=growth, compile_s=compile_s, wall_s=wall_s, throw=throw,
-    )  # fmt: skip
+    problem, run = NonsmoothRun.validate(problem, throw=throw, **call)
+    out, growth, compile_s, wall_s = _solve(problem, run)
+    return _assemble(problem, out, run, growth=growth, compile_s=compile_s, wall_s=wall_s)
 
 
-def _assemble(problem, out, ts, pts_mask, layout: Layout, settings, bounds, config, *,
-              growth, compile_s, wall_s, throw) -> Trajectory:  # fmt: skip
-    """The final carry as a `Trajectory` (or a `SolverError` with `throw`), its statistics
-    and the switching certificate."""
-    k = int(out["k"])
-    code = Stop(int(out["code"]))
-    t_reached = float(out["y"][2])
-    obs = {name: np.asarray(v)[:k] for name, v in out["buf"].items()}
-    kp = int(out["kp"])
-    params = {name: v[:kp] for name, v in flat_params(out["pbuf"]).items()}
-    steps, rejected = int(out["steps"]), int(out["rejected"])
-    pair = layout.decode(int(out["pair"])) if int(out["pair"]) >= 0 else None
-    reason = _reason(code, t_reached, pair, bounds, settings)
+def _assemble(problem, out, run: NonsmoothRun, *, growth, compile_s, wall_s) -> Trajectory:
+    """The final carry as a `Trajectory` (or a `SolverError` with `run.throw`), its
+    statistics and the switching certificate."""
+    ts, pts_mask, layout, config = run.ts, run.pts_mask, run.layout, run.config(problem)
+    k = int(out.k)
+    code = Stop(int(out.code))
+    t_reached = float(out.y[2])
+    obs = {name: np.asarray(v)[:k] for name, v in out.buf.items()}
+    kp = int(out.kp)
+    params = {name: v[:kp] for name, v in flat_params(out.pbuf).items()}
+    steps, rejected = int(out.steps), int(out.rejected)
+    pair = layout.decode(int(out.pair)) if int(out.pair) >= 0 else None
+    reason = _reason(code, t_reached, pair, run.bounds, run.settings)
     extra = {
-        "events": int(out["events"]),
-        "crossings": int(out["counts"]["crossings"]),
-        "switches": int(out["counts"]["switches"]),
-        "sliding_entries": int(out["counts"]["entries"]),
-        "root_evals": int(out["root_evals"]),
-        "max_switch_residual": float(out["counts"]["resid"]),
+        "events": int(out.events),
+        "crossings": int(out.counts.crossings),
+        "switches": int(out.counts.switches),
+        "sliding_entries": int(out.counts.entries),
+        "root_evals": int(out.root_evals),
+        "max_switch_residual": float(out.counts.resid),
         "max_pattern_mismatch": float(np.max(obs["pattern_mismatch"])) if k else 0.0,
-        "unresolved_events": int(out["unresolved"]),
+        "unresolved_events": int(out.unresolved),
         "pairs": layout.size,
         "slot_growth": growth,
     }
@@ -465,13 +469,13 @@ def _assemble(problem, out, ts, pts_mask, layout: Layout, settings, bounds, conf
         steps=steps,
         accepted_steps=steps - rejected,
         rejected_steps=rejected,
-        vf_evals=6 * steps + int(out["events"]) + 1,
+        vf_evals=6 * steps + int(out.events) + 1,
         compile_s=compile_s,
         wall_s=wall_s,
         vf_evals_counted_by="step count (6 per Tsit5 step, 1 per event)",
         extra=extra,
     )
-    if code != 0 and throw:
+    if code != 0 and run.throw:
         raise SolverError(
             f"non-smooth gradient flow stopped at t = {t_reached:.6g} of t1 = "
             f"{config['t1']}: {reason}. " + _ADVICE[code],

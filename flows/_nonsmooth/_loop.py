@@ -1,9 +1,11 @@
 """The event loop: Tsit5 steps with our own error control, margins checked along each
 accepted step's dense output, the earliest event located by a bracketing root finder and
 decided (`_decision.decide`), saves located on the dense output — all in one
-`lax.while_loop` over a dict carry."""
+`lax.while_loop` over a `Carry`."""
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import diffrax
 import jax
@@ -18,6 +20,42 @@ from ._sliding import margins, project, rate, vector_field, with_jacobian
 #: The step within a pattern (diffrax's; the error control, event location and saves are
 #: this module's).
 SOLVER = diffrax.Tsit5()
+
+
+class Counts(NamedTuple):
+    """What the events did so far: pattern changes, transversal crossings, sliding
+    intervals begun, and the largest |z − c|/scale of a located event."""
+
+    switches: Any
+    crossings: Any
+    entries: Any
+    resid: Any
+
+
+class Carry(NamedTuple):
+    """The event loop's state (a pytree: `lax.while_loop`'s carry)."""
+
+    s: Any  #: the solver's clock
+    y: Any  #: (θ, energy, t)
+    h: Any  #: the next trial step
+    st: Any  #: Tsit5's state (its FSAL stage)
+    jump: Any  #: the last stage is stale (after an event or a projection): recompute it
+    pat: Any  #: the activation `Pattern`
+    counts: Counts
+    k: Any  #: saves written
+    kp: Any  #: parameter saves written
+    buf: Any  #: the observables at the save times
+    pbuf: Any  #: θ at the parameter save times
+    steps: Any  #: trial steps
+    rejected: Any  #: rejected trial steps
+    events: Any  #: located events
+    root_evals: Any  #: root-finder evaluations
+    ring: Any  #: the times of the last `storm_window` events
+    code: Any  #: `Stop` code
+    pair: Any  #: the pair a stop concerns (−1: none)
+    unresolved: Any  #: events decided by the minimum-norm fallback
+    unresolved_run: Any  #: such events in a row
+    need: Any  #: (candidate, sliding) slots the event that ran out of them needs
 
 
 def term(net: Net) -> diffrax.ODETerm:
@@ -50,10 +88,10 @@ def save_values(net: Net, theta, energy, t, pat, counts):
     out["loss"] = problem.loss(theta)
     out["energy"] = energy
     out.update(kink_obs(net, theta, pat))
-    out["switches"] = counts["switches"].astype(dtype)
-    out["crossings"] = counts["crossings"].astype(dtype)
-    out["sliding_entries"] = counts["entries"].astype(dtype)
-    out["switch_residual"] = counts["resid"]
+    out["switches"] = counts.switches.astype(dtype)
+    out["crossings"] = counts.crossings.astype(dtype)
+    out["sliding_entries"] = counts.entries.astype(dtype)
+    out["switch_residual"] = counts.resid
     return out
 
 
@@ -124,12 +162,7 @@ def start(net: Net, theta0, ts, pts_mask, t0, t1):
     settings, dtype = net.settings, net.dtype
     y0 = (theta0, jnp.zeros((), dtype), jnp.asarray(t0, dtype))
     pat0 = initial_pattern(net, theta0)
-    counts0 = {
-        "switches": jnp.int32(0),
-        "crossings": jnp.int32(0),
-        "entries": jnp.int32(0),
-        "resid": jnp.zeros((), dtype),
-    }
+    counts0 = Counts(jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.zeros((), dtype))
     obs_shape = jax.eval_shape(lambda: save_values(net, theta0, y0[1], y0[2], pat0, counts0))
     buf = jax.tree_util.tree_map(
         lambda s: jnp.full((settings.n_save, *s.shape), jnp.nan, s.dtype), obs_shape
@@ -148,31 +181,31 @@ def start(net: Net, theta0, ts, pts_mask, t0, t1):
     h0 = jnp.minimum(h0, (t1 - t0) / f0[2])
     st0 = SOLVER.init(term(net), s0, s0 + h0, y0, pat0)
     ring = jnp.full((settings.storm_window,), -jnp.inf, dtype)
-    carry = {
-        "s": s0,
-        "y": y0,
-        "h": h0,
-        "st": st0,
-        "jump": jnp.bool_(True),
-        "pat": pat0,
-        "counts": counts0,
-        "k": jnp.int32(0),
-        "kp": jnp.int32(0),
-        "buf": buf,
-        "pbuf": pbuf,
-        "steps": jnp.int32(0),
-        "rejected": jnp.int32(0),
-        "events": jnp.int32(0),
-        "root_evals": jnp.int32(0),
-        "ring": ring,
-        "code": jnp.int32(Stop.OK),
-        "pair": jnp.int32(-1),
-        "unresolved": jnp.int32(0),
-        "unresolved_run": jnp.int32(0),
-        "need": jnp.zeros((2,), jnp.int32),
-    }
+    carry = Carry(
+        s=s0,
+        y=y0,
+        h=h0,
+        st=st0,
+        jump=jnp.bool_(True),
+        pat=pat0,
+        counts=counts0,
+        k=jnp.int32(0),
+        kp=jnp.int32(0),
+        buf=buf,
+        pbuf=pbuf,
+        steps=jnp.int32(0),
+        rejected=jnp.int32(0),
+        events=jnp.int32(0),
+        root_evals=jnp.int32(0),
+        ring=ring,
+        code=jnp.int32(Stop.OK),
+        pair=jnp.int32(-1),
+        unresolved=jnp.int32(0),
+        unresolved_run=jnp.int32(0),
+        need=jnp.zeros((2,), jnp.int32),
+    )
     # t0 is saved before the loop
-    return do_saves(net, carry, lambda tau: carry["y"], jnp.zeros((), dtype), ts, pts_mask)
+    return do_saves(net, carry, lambda tau: carry.y, jnp.zeros((), dtype), ts, pts_mask)
 
 
 def loop(net: Net, carry, ts, pts_mask, t1):
@@ -180,7 +213,7 @@ def loop(net: Net, carry, ts, pts_mask, t1):
     n_save = net.settings.n_save
 
     def cond(c):
-        return (c["k"] < n_save) & (c["code"] == Stop.OK)
+        return (c.k < n_save) & (c.code == Stop.OK)
 
     return jax.lax.while_loop(cond, lambda c: step(net, c, ts, pts_mask, t1), carry)
 
@@ -197,12 +230,12 @@ def do_saves(net: Net, c, interp, tau_end, ts, pts_mask):
         return interp(tau)[2]
 
     def cond(cc):
-        k = cc["k"]
+        k = cc.k
         tk = ts[jnp.minimum(k, n_save - 1)]
         return (k < n_save) & (tk <= t_at(tau_end))
 
     def body(cc):
-        k = cc["k"]
+        k = cc.k
         tk = ts[k]
         fa = tk - t_at(jnp.zeros((), dtype))
         fb = tk - t_at(tau_end)
@@ -215,23 +248,17 @@ def do_saves(net: Net, c, interp, tau_end, ts, pts_mask):
         y = interp(tau)
         # the dense output between steps drifts off the sliding kinks by ~rtol: saved
         # states are projected onto them like the steps' ends
-        y = (project(net, y[0], cc["pat"]), *y[1:])
-        vals = save_values(net, y[0], y[1], tk, cc["pat"], cc["counts"])
-        buf = jax.tree_util.tree_map(lambda b, v: b.at[k].set(v), cc["buf"], vals)
-        kp = cc["kp"]
+        y = (project(net, y[0], cc.pat), *y[1:])
+        vals = save_values(net, y[0], y[1], tk, cc.pat, cc.counts)
+        buf = jax.tree_util.tree_map(lambda b, v: b.at[k].set(v), cc.buf, vals)
+        kp = cc.kp
         pbuf = jax.lax.cond(
             pts_mask[k],
             lambda pb: jax.tree_util.tree_map(lambda b, v: b.at[kp].set(v), pb, y[0]),
             lambda pb: pb,
-            cc["pbuf"],
+            cc.pbuf,
         )
-        return {
-            **cc,
-            "buf": buf,
-            "pbuf": pbuf,
-            "k": k + 1,
-            "kp": kp + pts_mask[k].astype(jnp.int32),
-        }
+        return cc._replace(buf=buf, pbuf=pbuf, k=k + 1, kp=kp + pts_mask[k].astype(jnp.int32))
 
     return jax.lax.while_loop(cond, body, c)
 
@@ -240,11 +267,11 @@ def step(net: Net, c, ts, pts_mask, t1):
     """One trial step from the carry: rejected (smaller h) or accepted (saves, and an
     event located and decided if a margin changes sign along it)."""
     settings = net.settings
-    s, y, h, pat = c["s"], c["y"], c["h"], c["pat"]
+    s, y, h, pat = c.s, c.y, c.h, c.pat
     # don't step far past t1 (t grows at least as fast as its rate now, for every clock)
     r_now = jnp.maximum(rate(net, y, y[0], pat), net.tiny)
     h = jnp.minimum(h, jnp.maximum((t1 - y[2]) / r_now, 1e-300) * 1.0001)
-    y1, yerr, dense, st1, _ = SOLVER.step(term(net), s, s + h, y, pat, c["st"], c["jump"])
+    y1, yerr, dense, st1, _ = SOLVER.step(term(net), s, s + h, y, pat, c.st, c.jump)
     err = rms_err(net, y, y1, yerr)
     finite = jnp.isfinite(err) & jnp.all(
         jnp.asarray([jnp.all(jnp.isfinite(v)) for v in jax.tree_util.tree_leaves(y1)])
@@ -253,18 +280,17 @@ def step(net: Net, c, ts, pts_mask, t1):
     factor = jnp.where(
         finite, jnp.clip(0.9 * jnp.maximum(err, 1e-10) ** (-1.0 / 5.0), 0.2, 5.0), 0.25
     )
-    steps = c["steps"] + 1
+    steps = c.steps + 1
     code = jnp.where(steps >= settings.max_steps, Stop.MAX_STEPS, Stop.OK)
     code = jnp.where(h < 1e-14 * jnp.maximum(jnp.abs(s), 1.0), Stop.STEP_COLLAPSED, code)
 
     def rejected(_):
-        return {
-            **c,
-            "h": h * factor,
-            "steps": steps,
-            "rejected": c["rejected"] + 1,
-            "code": jnp.where(finite | (h > 1e-300), code, Stop.NONFINITE).astype(jnp.int32),
-        }
+        return c._replace(
+            h=h * factor,
+            steps=steps,
+            rejected=c.rejected + 1,
+            code=jnp.where(finite | (h > 1e-300), code, Stop.NONFINITE).astype(jnp.int32),
+        )
 
     trial = {"h": h, "y1": y1, "dense": dense, "st1": st1, "factor": factor, "code": code}
 
@@ -279,7 +305,7 @@ def _accepted(net: Net, c, steps, trial, ts, pts_mask):
     located (checked at h/4, h/2, 3h/4, h, then Illinois), saves up to there, and then the
     event decided or the step taken in full."""
     dtype = net.dtype
-    s, pat, h = c["s"], c["pat"], trial["h"]
+    s, pat, h = c.s, c.pat, trial["h"]
     interp_obj = SOLVER.interpolation_cls(t0=s, t1=s + h, **trial["dense"])
 
     def interp(tau):
@@ -305,7 +331,7 @@ def _accepted(net: Net, c, steps, trial, ts, pts_mask):
     tau_e = jnp.where(any_hit & (fa <= 0), 0.0, tau_e)
     tau_end = jnp.where(any_hit, tau_e, h)
     cc = do_saves(net, c, interp, tau_end, ts, pts_mask)
-    cc = {**cc, "steps": steps, "root_evals": cc["root_evals"] + n_root}
+    cc = cc._replace(steps=steps, root_evals=cc.root_evals + n_root)
     # the state the step ends in (the event's, or the step's end), projected onto the
     # sliding kinks (one projection compiled for both branches). At an event, before the
     # decision: off them by δz, the equivalent control carries the return term κ·δz, which
@@ -330,17 +356,17 @@ def _with_event(net: Net, cc, s, pat, y_e, tau_e, trial):
     settings = net.settings
     h, factor, code = trial["h"], trial["factor"], trial["code"]
     pat2, info = decide(net, y_e, pat)
-    counts = {
-        "switches": cc["counts"]["switches"] + info["switches"],
-        "crossings": cc["counts"]["crossings"] + info["crossings"],
-        "entries": cc["counts"]["entries"] + info["entries"],
-        "resid": jnp.maximum(cc["counts"]["resid"], info["resid"]),
-    }
-    ring = jnp.roll(cc["ring"], -1).at[-1].set(y_e[2])
+    counts = Counts(
+        switches=cc.counts.switches + info["switches"],
+        crossings=cc.counts.crossings + info["crossings"],
+        entries=cc.counts.entries + info["entries"],
+        resid=jnp.maximum(cc.counts.resid, info["resid"]),
+    )
+    ring = jnp.roll(cc.ring, -1).at[-1].set(y_e[2])
     span = ring[-1] - ring[0]
     storm = span <= settings.storm_span * jnp.maximum(1.0, jnp.abs(y_e[2]))
-    events = cc["events"] + 1
-    unres_run = jnp.where(info["unresolved"], cc["unresolved_run"] + 1, 0)
+    events = cc.events + 1
+    unres_run = jnp.where(info["unresolved"], cc.unresolved_run + 1, 0)
     stuck = unres_run >= UNRESOLVED_RUN
     code2 = jnp.where(
         info["over"],
@@ -354,39 +380,37 @@ def _with_event(net: Net, cc, s, pat, y_e, tau_e, trial):
         "events": events,
         "ring": ring,
         "unresolved_run": unres_run.astype(jnp.int32),
-        "unresolved": cc["unresolved"] + info["unresolved"].astype(jnp.int32),
+        "unresolved": cc.unresolved + info["unresolved"].astype(jnp.int32),
     }
     # more pairs at a kink than slots: the run stops at the event *before* its decision
     # (pattern and counts as they were), so that a loop with more slots continues from
     # this state and decides the event in full
-    before = {name: cc[name] for name in decided}
+    before = {name: getattr(cc, name) for name in decided}
     kept = jax.tree_util.tree_map(lambda a, b: jnp.where(info["over"], a, b), before, decided)
-    return {
-        **cc,
+    return cc._replace(
         **kept,
-        "s": s + tau_e,
-        "y": y_e,
-        "h": jnp.maximum(h * factor, 1e-300),
-        "jump": jnp.bool_(True),
-        "code": code2.astype(jnp.int32),
-        "pair": jnp.where(storm | stuck | info["over"], info["pair"], cc["pair"]).astype(jnp.int32),
-        "need": jnp.where(info["over"], info["need"], 0).astype(jnp.int32),
-    }
+        s=s + tau_e,
+        y=y_e,
+        h=jnp.maximum(h * factor, 1e-300),
+        jump=jnp.bool_(True),
+        code=code2.astype(jnp.int32),
+        pair=jnp.where(storm | stuck | info["over"], info["pair"], cc.pair).astype(jnp.int32),
+        need=jnp.where(info["over"], info["need"], 0).astype(jnp.int32),
+    )
 
 
 def _no_event(net: Net, cc, s, pat, trial, y_new):
     """The carry after a step taken in full (`y_new`: its end projected onto the sliding
     kinks)."""
     h = trial["h"]
-    return {
-        **cc,
-        "s": s + h,
-        "y": y_new,
-        "h": h * trial["factor"],
-        "st": trial["st1"],
+    return cc._replace(
+        s=s + h,
+        y=y_new,
+        h=h * trial["factor"],
+        st=trial["st1"],
         # after a projection the step's last stage is no longer f(y): recompute
-        "jump": jnp.any(pat.on),
-        "pat": with_jacobian(net, y_new[0], pat, y_new, pat.lam0),
-        "unresolved_run": jnp.int32(0),
-        "code": trial["code"].astype(jnp.int32),
-    }
+        jump=jnp.any(pat.on),
+        pat=with_jacobian(net, y_new[0], pat, y_new, pat.lam0),
+        unresolved_run=jnp.int32(0),
+        code=trial["code"].astype(jnp.int32),
+    )
