@@ -75,6 +75,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_solvers_rock4.py": {"flows._solvers"},
         "tests/test_solvers_tolerance.py": {"flows._solvers"},
         "tests/test_sweep.py": {"flows._cli", "flows._solve", "flows._sweep"},
+        "tests/test_sweep_global_error.py": {"flows._sweep"},
         "tests/test_sweep_integrity.py": {"flows._io", "flows._solve", "flows._sweep"},
         "tests/test_sweep_papers.py": {"flows._cli", "flows._sweep"},
         "tests/test_validation_api.py": {"flows._solve", "flows._validate"},

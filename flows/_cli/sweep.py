@@ -30,6 +30,12 @@ SWEEP_ENGINE_FLAGS = (
         default=10.0,
     ),
     Flag("no_plot", "do not write the sweep's figure", action="store_true"),
+    Flag(
+        "global_error",
+        "also estimate each number's global error (a companion computation at tolerances "
+        "10x tighter; saved as <name>_error; about twice the time)",
+        action="store_true",
+    ),
     Flag("quiet", "print only the summary", action="store_true"),
 )
 
@@ -75,6 +81,7 @@ def _cmd_sweep(args) -> int:
                     scheduler=args.scheduler,
                     connect_timeout=args.connect_timeout,
                     plot=not args.no_plot,
+                    global_error=args.global_error,
                     progress=bar if bar is not None else not args.quiet,
                 )
             finally:

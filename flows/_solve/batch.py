@@ -46,6 +46,7 @@ from .arguments import (
     ungroup,
 )
 from .clocks import PhysicalClock
+from .companion import scaled_tolerances
 from .flow import FlowSettings, flow_config, solve_flow
 from .problem import Problem
 from .stats import Result, SolveStats, advice, failure_reason
@@ -152,6 +153,7 @@ class BatchSettings:
     ) -> tuple[list[Problem], BatchSettings]:  # fmt: skip
         """`simulate_batch`'s arguments checked in the user's terms before anything is
         compiled: (the problems as a checked list, the settings)."""
+        rtol, atol = scaled_tolerances(rtol, atol)  # a companion computation's, if any
         error_norm = check_error_norm(error_norm)
         if isinstance(problems, Problem):
             raise ConfigError(

@@ -33,6 +33,7 @@ from .arguments import (
     save_times,
 )
 from .clocks import AbstractClock, as_clock
+from .companion import scaled_tolerances
 from .flow import FlowSettings, flow_config
 from .problem import Problem
 
@@ -112,6 +113,7 @@ class RunSettings:
         """`simulate`'s arguments checked in the user's terms (before anything is
         compiled) and the solver resolved: (the problem as checked, the settings)."""
         problem = check_problem(problem)
+        rtol, atol = scaled_tolerances(rtol, atol)  # a companion computation's, if any
         t0, t1, rtol, atol = check_common(t0, t1, rtol, atol, save_params)
         error_norm = check_error_norm(error_norm)
         if getattr(problem.model, "activation_kinks", None) is not None:

@@ -70,6 +70,7 @@ from .folder import (
     _write_point,
     _write_text_atomic,
 )
+from .global_error import WithGlobalError
 from .grid import (
     Axis,
     grid_items,
@@ -164,6 +165,7 @@ def sweep(
     connect_timeout: float = 10.0,
     plot: bool = True,
     progress: bool | SweepProgress = True,
+    global_error: bool = False,
 ) -> SweepResult:
     """Run the grid `grid` of `spec` into the folder `out`, resumably.
 
@@ -181,6 +183,11 @@ def sweep(
     - `plot`: write the spec's figure. `progress`: True (default) prints a line per grid
       point and the summary on stdout, False nothing; a `SweepProgress` shows them its
       own way (the command line's live bar).
+    - `global_error`: also estimate each number's global error: every batch computed again
+      with every adaptive solve in it at tolerances 10× tighter, the difference (×2.78,
+      `flows.claims.error_calibration`) saved as `<name>_error` beside each number
+      (`flows._sweep.global_error`; about twice the cost). Recorded in the folder's
+      settings: a folder is resumed only with the same choice.
 
     **Returns:** a `SweepResult` (`.ok` is False when a point of this grid failed; failed
     points are recorded with their error, the others complete). Raises `ConfigError` on
@@ -194,6 +201,10 @@ def sweep(
             f"{cls.__name__} computes no point: implement `run_point(*point)` (one point, its "
             "variables) or `run_batch(points, pad_to)` (a batch at once); nothing was written."
         )
+    if global_error not in (True, False):
+        raise ConfigError(f"`global_error` must be True or False; got {global_error!r}.")
+    if global_error:
+        spec = WithGlobalError(spec)
     points = grid_points(spec.axes, grid)
     spec.check(points)
     if not (isinstance(connect_timeout, (int, float)) and connect_timeout > 0):

@@ -92,6 +92,7 @@ KIND_RULES = {
     "single value the same or NaN for 'not recorded'",
     "time": f"a finite number ≥ 0 (≤ {LARGEST_VALUE:g}), or NaN for 'not reached'",
     "count": "a whole number from 0 to 2⁵³, or NaN for 'not recorded'",
+    "error": f"a finite number ≥ 0 (≤ {LARGEST_VALUE:g}), or NaN for 'not estimated'",
 }
 
 
@@ -100,7 +101,7 @@ def _bad_value(kind: str, x: float, curve: bool) -> bool:
         # a time not reached, a count or a summary loss not recorded; but a loss curve is
         # measured at every save of a finished run
         return kind == "loss" and curve
-    if kind in ("loss", "time"):
+    if kind in ("loss", "time", "error"):
         return not (math.isfinite(x) and 0 <= x <= LARGEST_VALUE)
     return not (math.isfinite(x) and 0 <= x <= LARGEST_COUNT and x == math.floor(x))
 
