@@ -571,8 +571,8 @@ class MultistageExperiment(AbstractExperiment):
         if o["method"] == "flow":
             traj = simulate(
                 problem, t1=cfg.t1, solver=cfg.solver, rtol=cfg.rtol, atol=cfg.atol,
-                progress=o["progress"], max_steps=o["max_steps"], error_norm=o["error_norm"],
-                **common,
+                progress=o["progress"] or progress, max_steps=o["max_steps"],
+                error_norm=o["error_norm"], **common,
             )  # fmt: skip
         else:  # raises SolverError if GD diverges
             traj = gradient_descent(problem, learning_rate=o["lr"], t1=cfg.t1, **common)
