@@ -82,7 +82,7 @@ def check_rate_ratio(r: MainRun) -> Check:
     ratio_rates = rate_d / rate_p if rate_p > 0 else float("inf")
     return Bound(
         "descent/plateau average decay rate ≳ m^{2α₁−1}",
-        f"{SOURCE} Thm 2 (4)",
+        f"{SOURCE} Thm 2 (46)",
         Measured(ratio_rates),
         lambda c: c * scale,
         sense="lower",

@@ -71,7 +71,7 @@ SECONDARY_LENGTH_CLAIM = ("(T_sp − T_d)/T_d ≫ 1", f"{SOURCE} Thm 3 (64)")
 DESCENT_CLAIMS = [
     ("K̂(t) follows the logistic law from T_p to T_d", f"{SOURCE} eqs (18–19)"),
     *DESCENT_RATIO_CLAIMS,
-    ("descent/plateau average decay rate ≳ m^{2α₁−1}", f"{SOURCE} Thm 2 (4)"),
+    ("descent/plateau average decay rate ≳ m^{2α₁−1}", f"{SOURCE} Thm 2 (46)"),
     ("q_max(T_d) ≤ m^{-(1/2 − (2α−1)δ′)}", f"{SOURCE} Thm 2"),
     W2_TD_CLAIM,
     SECONDARY_LENGTH_CLAIM,
