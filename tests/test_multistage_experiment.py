@@ -229,3 +229,37 @@ def test_outside_hypothesis_for_anisotropic_inputs(tiny_run):
     theorem = [c for c in checks if c.source.startswith("multistage")]
     assert theorem and all(c.verdict == OUTSIDE_HYPOTHESIS for c in theorem)
     assert all("whiten" in c.reason for c in theorem)
+
+
+def test_slope_rows_are_judged_with_their_confidence_interval():
+    """Theorem 2 (3)'s slope of T_d against α (and, below the limit rule's sizes, against
+    ln m) is a fitted rate: a 95 % interval across the tolerance's edge is undecided, a
+    single seed (no interval) is never judged on its value, an interval well inside holds."""
+    from flows.experiments.multistage.config import Config
+    from flows.experiments.multistage.sweep_checks import check_slope_alpha
+
+    cfg = Config()
+    m_top = max(cfg.sweep_m)
+
+    def rows(scatter, seeds=(0, 1, 2)):
+        return [
+            {"m": m_top, "alpha": a, "seed": s, "T_d": a * np.log(m_top) + scatter * (s - 1) * a}
+            for a in cfg.sweep_alpha
+            for s in seeds
+        ]
+
+    tight, _ = check_slope_alpha(rows(1e-3), cfg)
+    assert tight.verdict == HOLDS and "95 % CI" in tight.measured
+    # the same seed means (exactly ln m), a scatter whose interval crosses ±15 %
+    wide, slope = check_slope_alpha(rows(4.0), cfg)
+    assert slope == pytest.approx(np.log(m_top))
+    assert wide.verdict == "undecided (finite size)"
+    # one seed: three points, one degree of freedom — a slight bend, an interval of ±80 %
+    bent = [{**r, "T_d": r["T_d"] + 0.2 * (r["alpha"] == 1.0)} for r in rows(0.0, seeds=(0,))]
+    one, _ = check_slope_alpha(bent, cfg)
+    assert one.verdict == "undecided (finite size)"
+    # two values of α: no interval at all, never judged on the value alone
+    two_alphas = dataclasses.replace(cfg, sweep_alpha=(0.75, 1.0))
+    two, _ = check_slope_alpha([r for r in rows(0.0, seeds=(0,)) if r["alpha"] < 1.1],
+                               two_alphas)  # fmt: skip
+    assert two.verdict == "undecided (finite size)" and two.values["verdict_on_value"] == HOLDS

@@ -79,6 +79,7 @@ from ._error_bars import (
 from ._estimates import (
     ORDER_SLACK,
     limit_in_time,
+    linear_fit,
     power_law_fit,
     richardson,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "edge_trend",
     "extend",
     "Extension",
+    "linear_fit",
     "power_law_fit",
     "richardson",
     "agrees",

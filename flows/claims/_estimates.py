@@ -19,16 +19,29 @@ def power_law_fit(x: Sequence[float], y: np.ndarray, level: float = 0.95) -> dic
 
     `y` has shape (len(x), seeds). Returns the exponent `p`, its `level` confidence
     interval `ci` (Student t on the slope's standard error), and `n` points used."""
-    from scipy import stats
-
     xs = np.asarray(x, dtype=float)
     ys = np.asarray(y, dtype=float)
     if ys.ndim == 1:
         ys = ys[:, None]
-    xx = np.repeat(np.log(xs), ys.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logy = np.where(ys > 0, np.log(np.where(ys > 0, ys, 1.0)), np.nan)
+    return linear_fit(np.log(xs), logy, level)
+
+
+def linear_fit(x: Sequence[float], y: np.ndarray, level: float = 0.95) -> dict:
+    """Least-squares fit of y = p·x + c over every (x, seed) point (`y` of shape
+    (len(x), seeds); non-finite values left out). Returns the slope `p`, its `level`
+    confidence interval `ci` (Student t on the slope's standard error; NaN with fewer than
+    3 points or one x), and `n` points used."""
+    from scipy import stats
+
+    ys = np.asarray(y, dtype=float)
+    if ys.ndim == 1:
+        ys = ys[:, None]
+    xx = np.repeat(np.asarray(x, dtype=float), ys.shape[1])
     yy = ys.reshape(-1)
-    ok = np.isfinite(yy) & (yy > 0)
-    xx, yy = xx[ok], np.log(yy[ok])
+    ok = np.isfinite(yy)
+    xx, yy = xx[ok], yy[ok]
     n = len(xx)
     if n < 3 or np.ptp(xx) == 0:
         return {"p": math.nan, "ci": (math.nan, math.nan), "n": n}
