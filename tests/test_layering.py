@@ -35,6 +35,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_api_misuse.py": {"flows._cli", "flows._solve", "flows._validate"},
         "tests/test_browser.py": {"flows._report"},
         "tests/test_claims.py": {"flows.claims._checks"},
+        "tests/test_check_budget.py": {"flows._cli"},
         "tests/test_cli.py": {"flows._cli"},
         "tests/test_cli_bad_input.py": {"flows._cli", "flows._sweep"},
         "tests/test_cli_check_jobs.py": {"flows._cli"},

@@ -155,6 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
         "this process)",
     )
 
+    c.add_argument(
+        "--budget",
+        type=fl.real("--budget", nonnegative=True),
+        default=None,
+        metavar="CPU_S",
+        help="CPU seconds each paper may spend extending a limit row that its sweep left "
+        "undecided, doubling the largest size while the budget lasts (default: the "
+        "paper's own — multistage 120, none under --quick; 0: no extension)",
+    )
+
     _simulate.add_parser(sub, exps)
     _sweep.add_parser(sub, exps)
 

@@ -19,6 +19,7 @@ with the cause, every finished paper is kept, and the command exits 3.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import sys
 import time
@@ -68,6 +69,21 @@ def _jobs(args, names, exps, stream, width) -> int:
     return min(jobs, len(names))
 
 
+#: The configuration field a paper's limit-row extension reads its budget from.
+BUDGET_FIELD = "extend_budget_s"
+
+
+def _with_budget(cfg, args):
+    """`cfg` with `--budget` as its extension budget (`BUDGET_FIELD`); unchanged without
+    the flag, or for a paper whose rows extend nothing (no such field)."""
+    budget = getattr(args, "budget", None)
+    if budget is None or not dataclasses.is_dataclass(cfg):
+        return cfg
+    if BUDGET_FIELD not in {f.name for f in dataclasses.fields(cfg)}:
+        return cfg
+    return dataclasses.replace(cfg, **{BUDGET_FIELD: float(budget)})
+
+
 def _cmd_check(args) -> int:
     from ..claims._checks import any_failed, format_checks
     from ..experiments import EXPERIMENTS as exps
@@ -82,7 +98,7 @@ def _cmd_check(args) -> int:
     # progress goes where the table does not: stderr for json, else stdout
     progress_stream = sys.stderr if as_json else sys.stdout
     command_start = time.perf_counter()
-    configs = {n: exps[n].default_config(quick=args.quick) for n in names}
+    configs = {n: _with_budget(exps[n].default_config(quick=args.quick), args) for n in names}
     from .. import _compile
 
     no_cache = getattr(args, "no_cache", False) or _compile.cache_disabled_by_env()
