@@ -383,3 +383,25 @@ def test_for_all_bad_settings_name_the_claim_and_the_field(kw, field):
     args = {"over": (0.0, 1.0)} | kw
     with pytest.raises(ConfigError, match=rf"'every x'.*{field}"):
         ForAll("every x", "toy", lambda x: 1.0, **args).judge()
+
+
+def test_limit_takes_any_asymptotic_variable_runs_without_seeds_and_per_point_errors():
+    """A limit in 1/η (or t, 1/α, …): the row names its variable; one run per value (1-D)
+    is judged from the scatter about the fit; a distance not larger than its numerical
+    error bar — or an error not estimated — makes the row undecided (numerical)."""
+    inv_eta = [10.0, 20.0, 40.0, 80.0, 160.0]
+    rng = np.random.default_rng(2)
+    dist = np.array(inv_eta) ** -1.0 * np.exp(0.05 * rng.standard_normal(5))
+    row = Limit("q → 0 as η → 0", "s", inv_eta, dist, variable="1/η").judge()
+    assert row.verdict == HOLDS and "at 1/η = 160" in row.measured and "∝ 1/η^" in row.measured
+    assert "a limit 1/η → ∞ holds" in row.reason
+    few = Limit("q → 0", "s", inv_eta[:3], dist[:3], variable="1/η").judge()
+    assert few.verdict == NOT_APPLICABLE and "≥ 4 values of 1/η" in few.reason
+    small = Limit("q → 0", "s", inv_eta, dist, variable="1/η", errors=dist / 10).judge()
+    assert small.verdict == HOLDS
+    noisy = Limit("q → 0", "s", inv_eta, dist, variable="1/η", errors=dist * 2).judge()
+    assert noisy.verdict == UNDECIDED and "5 of 5 distances" in noisy.reason
+    missing = np.where(np.arange(5) == 4, np.nan, dist / 10)
+    assert Limit("q → 0", "s", inv_eta, dist, errors=missing).judge().verdict == UNDECIDED
+    with pytest.raises(ConfigError, match="'widths'"):
+        Limit("q → 0", "s", [0.0, 1.0, 2.0, 3.0], dist[:4]).judge()

@@ -15,6 +15,7 @@ from ._checks import (
     HOLDS,
     NOT_APPLICABLE,
     OUTSIDE_HYPOTHESIS,
+    UNDECIDED,
     UNDECIDED_SIZE,
     Check,
 )
@@ -33,14 +34,20 @@ MIN_WIDTHS, MIN_SEEDS = 4, 3
 class Limit:
     """'quantity → `limit` as m → ∞', read one way for every such claim.
 
-    `values[i, j]` is the quantity at width `widths[i]` and seed j. Shown: the literal
-    distance |q − limit| at the largest width (seed mean ± sd, and whether it is within
-    `tolerance` there), and the fitted rate |q − limit| ∝ m^p with a confidence
-    interval. **Rule:** holds when the whole interval of p lies below 0 (the distance
-    decays), fails when it lies at or above 0, `undecided (finite size)` when it contains
-    0; with fewer than `MIN_WIDTHS` widths × `MIN_SEEDS` seeds the claim is not
-    applicable. The literal value does not decide (the statement is about m → ∞), but it
-    is reported."""
+    `values[i, j]` is the quantity at width `widths[i]` and seed j — or, 1-D, one run per
+    width (no seeds: the interval then rests on the scatter about the fit alone).
+    `variable` names the asymptotic variable (m, 1/α, t, 1/η, …: `widths` are its values,
+    each > 0, growing toward the limit). Shown: the literal distance |q − limit| at the
+    largest value (seed mean ± sd, and whether it is within `tolerance` there), and the
+    fitted rate |q − limit| ∝ m^p with a confidence interval. **Rule:** holds when the
+    whole interval of p lies below 0 (the distance decays), fails when it lies at or above
+    0, `undecided (finite size)` when it contains 0; with fewer than `MIN_WIDTHS` values
+    (× `MIN_SEEDS` seeds, when there are seeds) the claim is not applicable. `errors`
+    (optional, shaped like `values`): each value's numerical error bar — a distance not
+    larger than its error bar, or an error not estimated (NaN), makes the row `undecided
+    (numerical)` (a rate fitted through numbers smaller than their error is no result).
+    The literal value does not decide (the statement is about m → ∞), but it is
+    reported."""
 
     claim: str
     source: str
@@ -53,6 +60,8 @@ class Limit:
     hypotheses: Sequence[Hypothesis] = ()
     assumptions: str = ""
     reason: str = ""
+    variable: str = "m"
+    errors: np.ndarray | None = None
 
     def _rate_verdict(self, hyps, dist, p: float, plo: float, phi: float):
         """(verdict, reasons) from the fitted rate m^p and its 95 % CI [plo, phi]: outside
@@ -74,7 +83,8 @@ class Limit:
             if plo > ps or plo >= 0:
                 verdict = FAILS
                 reasons.append(
-                    f"the distance decays slower than the claimed m^{ps:.3g} (the whole 95% CI "
+                    f"the distance decays slower than the claimed {self.variable}^{ps:.3g} (the "
+                    "whole 95% CI "
                     "lies above it)"
                     if plo > ps
                     else "the distance does not decay"
@@ -90,8 +100,9 @@ class Limit:
             verdict = FAILS
         else:
             verdict = UNDECIDED_SIZE
+            more = "widths" if self.variable == "m" else f"values of {self.variable}"
             reasons.append(
-                "the rate's confidence interval contains 0: more or larger widths would decide"
+                f"the rate's confidence interval contains 0: more or larger {more} would decide"
             )
         return verdict, reasons
 
@@ -102,19 +113,29 @@ class Limit:
                 f"claim {self.claim!r}: rate_bound needs predicted_exponent (the paper's p* in "
                 "|q − L| ≤ C m^p*)"
             )
+        x = self.variable
         v = np.asarray(self.values, dtype=float)
-        if v.ndim == 1:
+        seeded = v.ndim > 1
+        if not seeded:
             v = v[:, None]
         widths = [float(m) for m in self.widths]
         if v.shape[0] != len(widths):
             raise ConfigError(
                 f"claim {self.claim!r}: values has {v.shape[0]} rows for {len(widths)} widths"
             )
+        if not all(w > 0 and math.isfinite(w) for w in widths):
+            raise ConfigError(
+                f"claim {self.claim!r}: field 'widths': the values of {x} must be finite and "
+                f"> 0 (a power law in {x} is fitted); got {widths}"
+            )
+        err = None
+        if self.errors is not None:
+            err = np.asarray(self.errors, dtype=float).reshape(v.shape)
         dist = np.abs(v - self.limit)
         top = int(np.argmax(widths))
         lit, sd = float(np.nanmean(dist[top])), float(np.nanstd(dist[top]))
-        pred = "|q − L| decays in m" + (
-            f" (paper: ∝ m^{self.predicted_exponent:.3g})"
+        pred = f"|q − L| decays in {x}" + (
+            f" (paper: ∝ {x}^{self.predicted_exponent:.3g})"
             if self.predicted_exponent is not None
             else ""
         )
@@ -126,18 +147,36 @@ class Limit:
             "limit": self.limit,
         }
 
+        sizes = "widths" if x == "m" else f"values of {x}"
+
         def not_applicable(why: str) -> Check:
-            shape = f"{len(widths)} widths × {v.shape[1]} seeds"
+            shape = f"{len(widths)} {sizes}" + (f" × {v.shape[1]} seeds" if seeded else "")
             return Check(self.claim, self.source, pred, shape, NOT_APPLICABLE, reason=why,
                          values=base, kind="limit", hypotheses=tuple(hyps))  # fmt: skip
 
-        if len(widths) < MIN_WIDTHS or v.shape[1] < MIN_SEEDS:
+        if len(widths) < MIN_WIDTHS or (seeded and v.shape[1] < MIN_SEEDS):
             return not_applicable(
-                f"a limit claim needs ≥ {MIN_WIDTHS} widths × ≥ {MIN_SEEDS} seeds for a rate "
-                "with a confidence interval"
+                f"a limit claim needs ≥ {MIN_WIDTHS} {sizes}"
+                + (f" × ≥ {MIN_SEEDS} seeds" if seeded else "")
+                + " for a rate with a confidence interval"
             )
         if not np.all(np.isfinite(dist)):
             return not_applicable("a run did not reach the time the quantity is taken at")
+        if err is not None:
+            unresolved = ~(dist > err)  # NaN errors (not estimated) count as unresolved
+            if np.any(unresolved):
+                i, j = (int(k) for k in np.argwhere(unresolved)[0])
+                return Check(
+                    self.claim, self.source, pred,
+                    f"|q − L| = {dist[i, j]:.3g} ± {err[i, j]:.2g} at {x} = {widths[i]:g}",
+                    UNDECIDED,
+                    reason=f"{int(unresolved.sum())} of {unresolved.size} distances are not "
+                    f"larger than their numerical error bar (first at {x} = {widths[i]:g}): a "
+                    "rate fitted through them is no result; decide with smaller errors "
+                    "(a tighter rtol)",
+                    values=base | {"unresolved_points": int(unresolved.sum())},
+                    kind="limit", hypotheses=tuple(hyps),
+                )  # fmt: skip
         fit = power_law_fit(widths, dist)
         p, (plo, phi) = fit["p"], fit["ci"]
         within = (
@@ -150,21 +189,22 @@ class Limit:
             )
         )
         measured = (
-            f"|q − L| = {lit:.3g} ± {sd:.2g} at m = {widths[top]:g}{within}; "
-            f"∝ m^{p:.3g} (95% CI [{plo:.3g}, {phi:.3g}])"
+            f"|q − L| = {lit:.3g} ± {sd:.2g} at {x} = {widths[top]:g}{within}; "
+            f"∝ {x}^{p:.3g} (95% CI [{plo:.3g}, {phi:.3g}])"
         )
         verdict, reasons = self._rate_verdict(hyps, dist, p, plo, phi)
         if not _outside(hyps) and not np.any(dist > 0):
-            measured = f"|q − L| = 0 at every width and seed (m = {widths[0]:g} … {widths[top]:g})"
+            every = "every width and seed" if x == "m" else f"every value of {x}"
+            measured = f"|q − L| = 0 at {every} ({x} = {widths[0]:g} … {widths[top]:g})"
         reasons.append(
-            "rule: a limit m → ∞ holds when the fitted rate's 95% CI lies below 0"
+            f"rule: a limit {x} → ∞ holds when the fitted rate's 95% CI lies below 0"
             + (
-                f" and reaches the claimed rate m^{self.predicted_exponent:.3g} (fails when the "
-                "whole CI lies above it)"
+                f" and reaches the claimed rate {x}^{self.predicted_exponent:.3g} (fails when "
+                "the whole CI lies above it)"
                 if self.rate_bound
                 else ""
             )
-            + "; the literal value at the largest m is shown, not judged"
+            + f"; the literal value at the largest {x} is shown, not judged"
         )
         if self.reason:
             reasons.append(self.reason)
