@@ -77,7 +77,7 @@ def _with_budget(cfg, args):
     """`cfg` with `--budget` as its extension budget (`BUDGET_FIELD`); unchanged without
     the flag, or for a paper whose rows extend nothing (no such field)."""
     budget = getattr(args, "budget", None)
-    if budget is None or not dataclasses.is_dataclass(cfg):
+    if budget is None or not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
         return cfg
     if BUDGET_FIELD not in {f.name for f in dataclasses.fields(cfg)}:
         return cfg

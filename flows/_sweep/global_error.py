@@ -46,11 +46,14 @@ class WithGlobalError(AbstractSweepSpec):
     def __init__(self, spec: AbstractSweepSpec, factor: float = GLOBAL_ERROR_FACTOR):
         self.spec, self.factor = spec, float(factor)
         self.calibration = error_calibration(self.factor)
-        self.experiment = spec.experiment
-        self.axes = spec.axes
-        self.figure_name = spec.figure_name
-        self.brief_fields = spec.brief_fields
-        self.batch_size = spec.batch_size
+        # the spec's own description of the sweep (class-level there), as this instance's
+        vars(self).update(
+            experiment=spec.experiment,
+            axes=spec.axes,
+            figure_name=spec.figure_name,
+            brief_fields=spec.brief_fields,
+            batch_size=spec.batch_size,
+        )
         inner = spec.variables()
         self.errors = {k: k + ERROR_SUFFIX for k in inner if estimated(k, spec.value_kind(k))}
 

@@ -28,7 +28,7 @@ def power_law_fit(x: Sequence[float], y: np.ndarray, level: float = 0.95) -> dic
     return linear_fit(np.log(xs), logy, level)
 
 
-def linear_fit(x: Sequence[float], y: np.ndarray, level: float = 0.95) -> dict:
+def linear_fit(x: Sequence[float] | np.ndarray, y: np.ndarray, level: float = 0.95) -> dict:
     """Least-squares fit of y = p·x + c over every (x, seed) point (`y` of shape
     (len(x), seeds); non-finite values left out). Returns the slope `p`, its `level`
     confidence interval `ci` (Student t on the slope's standard error; NaN with fewer than
