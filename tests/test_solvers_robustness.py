@@ -183,3 +183,27 @@ def test_hessian_cg_products_are_counted():
     silent = flows.simulate(prob, solver=matrix_free_kvaerno5(1e-4, 1e-7), **kw)
     assert "jvp_evals" not in silent.stats.extra
     assert silent.stats.vf_evals == tr.stats.vf_evals - jvps  # the same solve, fields only
+
+
+def test_a_dense_jacobian_that_cannot_fit_is_refused_before_compiling(monkeypatch):
+    """kvaerno5 forms the P × P Jacobian by pushing all P tangents through the field at
+    once (about P × one gradient's working memory): where that exceeds the machine, the run
+    is refused up front naming the solver, the size and the matrix-free alternatives —
+    measured from the gradient's own compiled program, so a machine 1000× smaller than
+    this problem's need refuses it and the same problem fits an ordinary one."""
+    import flows._solve.settings as settings
+    from flows._solvers import resolve_solver
+    from flows.models import TwoLayer
+
+    x = np.linspace(-1.0, 1.0, 50)[:, None]
+    problem = flows.make_problem(
+        TwoLayer(m=40, d=1, alpha=1.0), flows.from_arrays(x, np.tanh(x[:, 0])), key=0
+    )
+    p = problem.n_params
+    monkeypatch.setattr(settings, "physical_memory", lambda: 8 * p * p)  # the Jacobian alone
+    with pytest.raises(flows.ConfigError, match=r"'kvaerno5' forms the dense 80 × 80"):
+        flows.simulate(problem, t1=0.1, solver="kvaerno5")
+    assert flows.simulate(problem, t1=0.1, solver="tsit5").stats.result.value == "successful"
+    monkeypatch.setattr(settings, "physical_memory", lambda: 2**40)
+    choice = resolve_solver("kvaerno5", 1e-6, 1e-9, p, problem.dtype)
+    settings.check_dense_jacobian(problem, choice)  # fits: no refusal

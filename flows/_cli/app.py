@@ -282,7 +282,8 @@ def main(argv=None, *, check_environment: bool = False) -> int:
             raise
         print(
             "flows: error: out of memory; the problem is too large for this machine. "
-            "Reduce the width (--m) or the number of samples (--n).",
+            "Reduce the width (--m) or the number of samples (--n); with kvaerno5 (a dense "
+            "Jacobian) try kvaerno5-cg, rkc or rock4.",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT

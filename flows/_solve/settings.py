@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +17,7 @@ from .._errors import ConfigError
 from .._solvers import (
     AUTO_FOURTH_ORDER_MAX_RTOL,
     AUTO_STIFF_RHO_SPAN,
+    IMPLICIT_SOLVERS,
     SolverChoice,
     cached,
     check_error_norm,
@@ -36,8 +38,9 @@ from .clocks import AbstractClock, as_clock
 from .companion import scaled_tolerances
 from .flow import FlowSettings, flow_config
 from .problem import Problem
+from .resources import MEMORY_SHARE, physical_memory
 
-__all__ = ["KINKS_WARNING", "RunSettings", "measure_stiffness"]
+__all__ = ["KINKS_WARNING", "RunSettings", "check_dense_jacobian", "measure_stiffness"]
 
 
 def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> dict:
@@ -63,6 +66,38 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
             f"{AUTO_FOURTH_ORDER_MAX_RTOL:g}, else rock4"
         ),
     }
+
+
+def check_dense_jacobian(problem: Problem, choice: SolverChoice) -> None:
+    """Refuse (`ConfigError`) an implicit solver with a dense Jacobian (`IMPLICIT_SOLVERS`)
+    whose Jacobian cannot be formed here: it is built by pushing all P tangents through the
+    field at once, so it needs about P × (the working memory of one gradient, measured from
+    its compiled program) + 8·P² bytes — at m = n = 1000 on the multistage net, 30 GiB for
+    a 32 MB Jacobian. Nothing is refused where the platform does not say its memory or the
+    gradient's program does not report its own."""
+    if choice.name not in IMPLICIT_SOLVERS:
+        return
+    total = physical_memory()
+    if total is None:
+        return
+    dynamic, static = eqx.partition(problem, eqx.is_array)
+    try:
+        grad = jax.jit(lambda d, th: eqx.combine(d, static).grad(th))
+        analysis = grad.lower(dynamic, problem.theta0).compile().memory_analysis()
+        per_tangent = int(analysis.temp_size_in_bytes)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - no estimate: the solve itself will say
+        return
+    p = int(problem.n_params)
+    itemsize = np.dtype(problem.dtype).itemsize
+    need = p * max(per_tangent, itemsize * p) + itemsize * p * p
+    if need > MEMORY_SHARE * total:
+        raise ConfigError(
+            f"solver {choice.name!r} forms the dense {p} × {p} Jacobian of the field by "
+            f"pushing all {p} tangents through it at once: about {need / 2**30:.3g} GiB here "
+            f"({per_tangent / 2**20:.3g} MiB per tangent); this machine has "
+            f"{total / 2**30:.3g} GiB. Use 'kvaerno5-cg' (matrix-free Newton–Krylov), 'rkc' "
+            "or 'rock4' (stabilized explicit), or a problem with fewer parameters."
+        )
 
 
 #: What `simulate` says when the model's activation has kinks (ReLU, leaky ReLU).
@@ -135,6 +170,7 @@ class RunSettings:
             rho_span=None if auto is None else auto["rho_span"],
             error_norm=error_norm,
         )
+        check_dense_jacobian(problem, choice)
         if count_evals not in (True, False, "auto"):
             raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
         return problem, cls(
