@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNALS: dict[str, frozenset[str]] = {
     k: frozenset(v)
     for k, v in {
+        "benchmarks/bench_significance.py": {"flows._solve"},
         "tests/conftest.py": {"flows._compile"},
         "tests/guards/guard_nonsmooth.py": {"flows._nonsmooth"},
         "tests/test_api_misuse.py": {"flows._cli", "flows._solve", "flows._validate"},
@@ -59,6 +60,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_nonsmooth.py": {"flows._nonsmooth", "flows.models._kinks"},
         "tests/test_nonsmooth_compile.py": {"flows._nonsmooth"},
         "tests/test_nonsmooth_units.py": {"flows._nonsmooth"},
+        "tests/test_observable_floors.py": {"flows._solve"},
         "tests/test_output_safety.py": {"flows._cli", "flows._io"},
         "tests/test_progress.py": {"flows._solve"},
         "tests/test_read_back.py": {"flows._compile", "flows._io"},

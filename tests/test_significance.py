@@ -203,3 +203,48 @@ def test_simulate_global_error_flag(tmp_path, capsys):
         assert est.shape == (5,) and np.all(np.isfinite(est)) and est[0] == 0.0
         config = json.loads(f.attrs["config"])
     assert config["global_error"]["missing"] == ""
+
+
+def test_a_claim_value_smaller_than_its_error_bar_is_printed_without_digits():
+    from flows.claims import Measured
+
+    assert Measured(1.2e-5, 4e-4).text() == "unresolved: |value| ≤ 0.0004"
+    assert Measured(-4e-4, 4e-4).resolved is False and Measured(0.0, 0.0).resolved is True
+    # no more digits than the error bar leaves, at most the digits asked for
+    assert Measured(0.4691, 0.02).text() == "0.47 ± 0.02"
+    assert Measured(0.034871735, 1.25e-8).text() == "0.0349 ± 1.2e-08"
+    assert Measured(0.4901872920, 1.8e-9).text(4) == "0.4902 ± 1.8e-09"
+    # not estimated: the value as before, neither resolved nor unresolved
+    assert Measured(0.4691).text() == "0.469" and Measured(0.4691).resolved is None
+
+
+def test_an_error_bar_is_never_below_the_floor_of_what_it_reads():
+    from flows.claims import Bound, Measured, with_error_bars
+
+    # a finite error bar is raised to the floor; a missing one stays missing
+    assert Measured(1.0, 1e-6, floor=1e-3).error == 1e-3
+    assert math.isnan(Measured(1.0, floor=1e-3).error)
+
+    # a companion that moves the value by 1e-9 gives an error bar of 2.8e-9, but the value
+    # is read from a saved number known only to ±0.01: the margin 0.005 is inside that
+    def row(value):
+        return Bound("q ≤ 1", "own", Measured(value), 1.0, values={"floor": 0.01}).judge()
+
+    checked = with_error_bars([row(0.995)], [row(0.995 + 1e-9)], "companion at rtol/10")[0]
+    assert checked.error == pytest.approx(0.01)
+    assert checked.verdict == flows.claims.UNDECIDED, checked.reason
+    # without a floor the same rows hold
+    plain = Bound("q ≤ 1", "own", Measured(0.995), 1.0).judge()
+    twin = Bound("q ≤ 1", "own", Measured(0.995 + 1e-9), 1.0).judge()
+    assert with_error_bars([plain], [twin], "companion")[0].verdict == flows.claims.HOLDS
+
+
+def test_a_row_whose_value_is_inside_its_error_bar_says_so_in_its_note():
+    from flows.claims import Bound, Measured, row_notes
+
+    c = Bound("q ≤ 1", "own", Measured(2e-5, 1e-4), 1.0).judge()
+    assert c.verdict == flows.claims.HOLDS  # |q| ≤ 1e-4 is well below 1 whatever q is
+    assert c.measured == "unresolved: |value| ≤ 0.0001"
+    assert "no significant digit (unresolved)" in row_notes(c.to_dict())
+    resolved = Bound("q ≤ 1", "own", Measured(0.5, 1e-4), 1.0).judge()
+    assert "unresolved" not in row_notes(resolved.to_dict())

@@ -58,8 +58,9 @@ def add_parser(sub, exps) -> None:
 
 
 def _save_trajectory(traj, out: Path, rtol: float | None, overwrite: bool) -> Path:
-    """Write OUT/trajectory.nc, unless the flow's accuracy certificate failed or its final
-    loss is smaller than the error it can be known to (exit 3, nothing written)."""
+    """Write OUT/trajectory.nc, unless the flow's accuracy certificate failed, or its final
+    loss or an observable at the last save is no larger than the error it can be known to
+    (`stats.unresolved`; exit 3, nothing written)."""
     from .._solve.significance import describe_unresolved
     from .._solve.stats import SolveStats, certificate, describe_certificate
 
@@ -72,8 +73,11 @@ def _save_trajectory(traj, out: Path, rtol: float | None, overwrite: bool) -> Pa
             if isinstance(st, SolveStats)
             else {**st, "certificate": cert}
         )
-    res = traj.stats.get("resolution") if isinstance(traj.stats, Mapping) else None
-    unresolved = describe_unresolved(res) if res and not res["resolved"] else ""
+    records = list(getattr(traj.stats, "unresolved", None) or [])  # the loss first
+    if not records:  # a hand-made run's stats: the loss's record alone, where it has one
+        res = traj.stats.get("resolution") if isinstance(traj.stats, Mapping) else None
+        records = [res] if res and res["resolved"] is False else []
+    unresolved = " ".join(describe_unresolved(r) for r in records)
     failed = rtol is not None and not traj.stats["certificate"]["ok"]
     if failed or unresolved:
         why = [describe_certificate(traj.stats["certificate"])] if failed else []
@@ -264,6 +268,20 @@ def _stage_times(
     return stages
 
 
+def _with_digits(value: float, record) -> float | str:
+    """A final value with the digits its error floor leaves it (`value ± floor`), marked
+    when it has none; the bare number where no floor was measured."""
+    import math
+
+    from .._solve.significance import format_resolved
+
+    floor = record.get("floor") if record else None
+    if floor is None or not math.isfinite(floor) or floor <= 0:
+        return value
+    text = format_resolved(value, floor)
+    return text + " (no significant digit)" if record.get("resolved") is False else text
+
+
 def _simulate_page(exp, traj, stages: list[tuple[str, float, str]], wall_s: float) -> str:
     """The short report.html of one `flows simulate` run: the loss curve, the stage times
     (`stages`, plus the building of this page), and the final value of every scalar
@@ -275,6 +293,9 @@ def _simulate_page(exp, traj, stages: list[tuple[str, float, str]], wall_s: floa
 
     begin = time.perf_counter()
     described, left_out = _observable_notes(exp, traj)
+    records = dict(getattr(traj.stats, "resolutions", None) or {})
+    if getattr(traj.stats, "resolution", None):
+        records.setdefault("loss", traj.stats.resolution)
     t_end = float(traj.times[-1])
     finals: dict[str, Any] = {}
     for key, arr in traj.observables.items():
@@ -284,7 +305,7 @@ def _simulate_page(exp, traj, stages: list[tuple[str, float, str]], wall_s: floa
         if key not in described:
             left_out[key] = "no description recorded; the whole curve is in trajectory.nc"
         elif a.ndim == 1:
-            finals[key] = float(a[-1])
+            finals[key] = _with_digits(float(a[-1]), records.get(key))
         elif a.ndim == 2 and a.shape[1] <= MAX_VECTOR_SHOWN:
             finals[key] = [float(v) for v in a[-1]]
         else:

@@ -213,6 +213,7 @@ class BatchSettings:
 
     def config(self, problem: Problem, t1: float) -> dict:
         """The trajectory's `config` (`flow.flow_config`) of the member ending at `t1`."""
+        assert self.flow.rtol is not None and self.flow.atol is not None  # set by `validate`
         return flow_config(
             problem,
             self.choice,

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from .._errors import ConfigError, SolverError
-from .significance import resolution
+from .significance import raise_floors, resolution
 from .stats import SolveStats
 from .trajectory import GlobalError, Trajectory
 
@@ -130,4 +130,7 @@ def with_global_error(plain: Trajectory, companion, factor: float) -> Trajectory
                 roundoff_floor=res.get("roundoff_floor"),
             )
         )
+    if isinstance(stats, SolveStats) and stats.resolutions is not None:
+        # nor an observable better than its own estimate
+        stats = stats.replace(resolutions=raise_floors(stats.resolutions, obs))
     return dataclasses.replace(plain, global_error=ge, stats=stats)

@@ -229,6 +229,7 @@ def _simulate_flow(problem, run: RunSettings) -> Trajectory:
         config=config,
         certify_rtol=run.rtol,
         certify_atol=run.atol,
+        observables_fn=run.observables,
         # the state the last save was taken from (save times need not end at t1)
         theta_end=theta_end if len(ts) and np.isclose(ts[-1], t_reached, rtol=1e-12) else None,
     )

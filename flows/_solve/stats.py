@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._trees import all_finite, tree_sq_norm
+from .significance import unresolved
 
 __all__ = [
     "BLOWUP_FACTOR",
@@ -94,6 +95,13 @@ class SolveStats(Mapping):
       (`flows._solve.significance.resolution`: `quantity`, `value`, `floor`, `t`, `resolved`),
       or None where not measured. `resolved` False means the number has no significant
       digit; `SolveStats.resolved` reads it.
+    - `resolutions`: the same record for each observable at the last save, by name (a
+      vector's components as `b[2]`; `flows._solve.significance.observable_resolutions`),
+      or None where not measured. An observable with no floor (it is computed from t, is
+      integer-valued, or is not a function of θ at the save, as `energy`) has `floor`
+      NaN, `resolved` None and a `reason`; an error measure the observables function
+      names (`error_measures`) keeps its floor, with `resolved` None. `SolveStats.unresolved`
+      lists the numbers, the loss among them, that have no significant digit.
 
     **Mapping view:** `stats[key]` reads the JSON form (`to_dict`): the keys above that
     apply, `result` as the text older results carry ('successful' for a run that succeeded
@@ -120,6 +128,7 @@ class SolveStats(Mapping):
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     certificate: Mapping[str, Any] | None = None
     resolution: Mapping[str, Any] | None = None
+    resolutions: Mapping[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self):
         if not isinstance(self.result, Result):
@@ -129,6 +138,9 @@ class SolveStats(Mapping):
             object.__setattr__(self, "certificate", dict(self.certificate))
         if self.resolution is not None:
             object.__setattr__(self, "resolution", dict(self.resolution))
+        if self.resolutions is not None:
+            records = {k: dict(v) for k, v in self.resolutions.items()}
+            object.__setattr__(self, "resolutions", records)
 
     @property
     def ok(self) -> bool:
@@ -140,6 +152,15 @@ class SolveStats(Mapping):
         """Whether the final loss is larger than the error it cannot be known below (None
         where that was not measured)."""
         return None if self.resolution is None else bool(self.resolution["resolved"])
+
+    @property
+    def unresolved(self) -> list[dict]:
+        """The reported numbers that have no significant digit — the final loss, then the
+        observables at the last save — as their records (`resolution`: `quantity`,
+        `value`, `floor`, `t`, …; `flows._solve.significance.describe_unresolved` says each
+        in a sentence). Empty when every measured number is resolved or none was
+        measured."""
+        return unresolved([self.resolution, *(self.resolutions or {}).values()])
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (what `Trajectory.to_dataset` saves as the `stats` attribute)."""
@@ -163,6 +184,8 @@ class SolveStats(Mapping):
             d["certificate"] = dict(self.certificate)
         if self.resolution is not None:
             d["resolution"] = dict(self.resolution)
+        if self.resolutions is not None:
+            d["resolutions"] = {k: dict(v) for k, v in self.resolutions.items()}
         return d
 
     def replace(self, **changes) -> SolveStats:

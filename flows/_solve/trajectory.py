@@ -314,6 +314,29 @@ class Trajectory:
         return write_netcdf(path, ds, encoding)
 
 
+#: Why the observables every run records have no floor of their own.
+_NOT_OF_THETA = {
+    "energy": "a running integral along the run (∫‖∇L‖² dt), not a function of θ at the save",
+    "energy_residual": "the energy identity's residual: an error measure, judged by the "
+    "accuracy certificate",
+}
+
+
+def _observable_records(problem, observables_fn, theta_end, t_end, obs, rtol, atol) -> dict:
+    """`stats.resolutions`: each observable's record at the last save, from the values as
+    saved (`observable_resolutions`), and a record without a floor for `energy` and
+    `energy_residual`."""
+    from .significance import no_floor, observable_resolutions
+
+    last = {k: np.asarray(v)[-1] for k, v in obs.items() if k != "loss" and len(v)}
+    own = {k: v for k, v in last.items() if k not in _NOT_OF_THETA}
+    out = observable_resolutions(problem, observables_fn, theta_end, t_end, rtol, atol, values=own)
+    for k, why in _NOT_OF_THETA.items():
+        if k in last:
+            out[k] = no_floor(float(last[k]), why, quantity=k, t=t_end)
+    return out
+
+
 def assemble_trajectory(
     problem,
     *,
@@ -327,6 +350,7 @@ def assemble_trajectory(
     certify_rtol: float | None = None,
     certify_atol: float | None = None,
     theta_end=None,
+    observables_fn=None,
 ) -> Trajectory:
     """The one place a run becomes a `Trajectory` (flows, batch members, the loss clock,
     gradient descent).
@@ -336,7 +360,9 @@ def assemble_trajectory(
     `certify_rtol` is given (`flows._solve.stats.certificate`, its round-off floor measured at
     θ(0) and at `theta_end`), and — given `theta_end`, the state at the last save, and
     `certify_atol` — the final loss's `resolution` (`flows._solve.significance`): whether it is
-    larger than the error the solve's tolerances leave in it. Then the parameters'
+    larger than the error the solve's tolerances leave in it — and, given also
+    `observables_fn` (the run's observables function), the same for every observable at
+    the last save (`stats.resolutions`, `observable_resolutions`). Then the parameters'
     dimension names and the data.
     """
     obs = {k: np.asarray(v) for k, v in observables.items()}
@@ -357,6 +383,11 @@ def assemble_trajectory(
                 value = float(obs["loss"][-1])
                 res = resolution(value, tol_end, t=t_end, roundoff_floor=roundoff_end)
                 stats = stats.replace(resolution=res)
+                if observables_fn is not None:
+                    records = _observable_records(
+                        problem, observables_fn, theta_end, t_end, obs, certify_rtol, atol
+                    )
+                    stats = stats.replace(resolutions=records)
         stats = stats.replace(certificate=certificate(obs, certify_rtol, roundoff))
     return Trajectory(
         times=np.asarray(times),

@@ -200,6 +200,8 @@ def _values(extra: dict, q: Measured, b: float, margin: float, defaults: dict) -
     out.setdefault("bound", b)
     out["margin"] = margin
     out["error"] = q.error
+    if q.floor:  # the error bar a companion's may not go below (`with_error_bars`)
+        out["floor"] = q.floor
     if q.statistical:  # said as such in the row's note, not as a numerical error
         out["error_kind"] = "95 % confidence interval"
     for k, v in defaults.items():

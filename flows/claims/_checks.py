@@ -358,14 +358,22 @@ def _number(x) -> float | None:
 
 def error_note(row: Mapping) -> str:
     """What a row says about its error bar, from the fields of its JSON form
-    (`Check.to_dict()`, `results.json`): the margin against the error bar (or that the
-    error bar is missing or unbounded), the rate's numerical error of a limit, and the
-    companion solve's verdict (named as such, beside the row's own)."""
+    (`Check.to_dict()`, `results.json`): that the measured value is not larger than its
+    error bar (a number without a significant digit: not a result), the margin against the
+    error bar (or that the error bar is missing or unbounded), the rate's numerical error
+    of a limit, and the companion solve's verdict (named as such, beside the row's own)."""
     values = row.get("values") or {}
     kind, margin, err = row.get("kind", ""), _number(row.get("margin")), _number(row.get("error"))
     parts = []
     if margin is not None and kind != "limit":
         what = values.get("error_kind", "numerical error")
+        # the value itself (an equality row's `measured` is its distance to the target)
+        value = _number(values.get("measured_value", values.get("measured")))
+        if value is not None and err is not None and 0 < err < math.inf and abs(value) <= err:
+            parts.append(
+                f"the measured value is not larger than its {what} ±{err:.2g}: it has no "
+                "significant digit (unresolved)"
+            )
         if err is None or math.isnan(err):
             parts.append(f"{what} not estimated")
         elif math.isinf(err):

@@ -38,7 +38,8 @@ def with_error_bars(
     |Δ bound|, added to the row's own error bar where it has one; a row whose error bar
     was missing (`undecided`: not estimated) is judged now; a `holds` or `fails` whose
     margin lies inside the error bar becomes `undecided (numerical)`; a row whose own
-    error is unbounded (∞) stays undecided.
+    error is unbounded (∞) stays undecided. The error bar is never below the floor of the
+    quantity the row reads (`values["floor"]`, `Measured.floor`) where that is known.
 
     For a row judged with a tolerance the toolkit chose (`Check.compare` with `critical` from
     `flips_at(…, default=…)`), each flip point gets the error bar |Δ flip point| (shown
@@ -80,6 +81,10 @@ def _margin_error_bars(c: Check, other: Check, how: str, cal: float) -> Check:
         values = c.values | {"companion_error": cal * diff, "error_how": how}
         return dataclasses.replace(c, values=values)
     err = cal * diff + (own if math.isfinite(own) and not missing else 0.0)
+    # never below what the quantity can be known to where that is known (`Measured.floor`)
+    floor = c.values.get("floor")
+    if isinstance(floor, int | float) and math.isfinite(floor):
+        err = max(err, abs(float(floor)))
     statistical = "error_kind" in c.values and math.isfinite(own) and not missing
     values = {k: v for k, v in c.values.items() if k not in ("error_missing", "verdict_on_value")}
     values |= {"error": err, "error_how": how, "companion_error": cal * diff}

@@ -19,13 +19,30 @@ def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def resolvable_digits(value: float, error: float) -> int:
+    """How many significant digits of `value` lie above `error` (its error bar): 0 when
+    |value| ≤ error — the number has none — else at least 1. Unlimited (a large number)
+    when the error is 0."""
+    if not error > 0:
+        return 1_000 if math.isfinite(value) else 0
+    if not (math.isfinite(value) and math.isfinite(error)) or abs(value) <= error:
+        return 0
+    return max(math.floor(math.log10(abs(value) / error)) + 1, 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class Measured:
     """A measured number with its numerical error bar.
 
     `error` is an estimate of |measured − exact| (the flow's global error carried to this
     quantity, or the Richardson error of an η → 0 extrapolation); NaN when not estimated,
-    which the verdict then says. `how` names where the error bar comes from."""
+    which the verdict then says. `how` names where the error bar comes from.
+
+    `floor` is the error the number cannot be known below, where that is known: the
+    floor of the saved quantity it is read from (`traj.stats.resolution["floor"]` for the
+    final loss, `traj.stats.resolutions[name]["floor"]` for an observable at the last
+    save). A finite `error` is never below it (raised to it here; `with_error_bars` keeps
+    a companion's error bar at or above it too)."""
 
     value: float
     error: float = math.nan
@@ -34,10 +51,15 @@ class Measured:
     #: sizes or seeds), not a numerical error: a margin inside it is `undecided (finite
     #: size)` — more sizes or seeds decide it, not a tighter rtol
     statistical: bool = False
+    floor: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "value", float(self.value))
-        object.__setattr__(self, "error", abs(float(self.error)))
+        floor = abs(float(self.floor))
+        floor = floor if math.isfinite(floor) else 0.0
+        error = abs(float(self.error))
+        object.__setattr__(self, "floor", floor)
+        object.__setattr__(self, "error", max(error, floor) if math.isfinite(error) else error)
 
     @property
     def unbounded(self) -> bool:
@@ -49,10 +71,27 @@ class Measured:
     def has_error(self) -> bool:
         return math.isfinite(self.error)
 
+    @property
+    def resolved(self) -> bool | None:
+        """Whether the value is larger than its error bar (a number smaller than its error
+        has no significant digit: it is not a result); None when the error is not known
+        (not estimated, or unbounded) or the value is not finite."""
+        if not (self.has_error and math.isfinite(self.value)):
+            return None
+        return resolvable_digits(self.value, self.error) > 0
+
     def text(self, digits: int = 3) -> str:
+        """The value with at most `digits` significant digits and no more than its error
+        bar leaves it ('0.47 ± 0.02', not '0.469 ± 0.02'); a value not larger than its
+        error bar as such ('unresolved: |value| ≤ 0.02'), without digits it does not have."""
         if not self.has_error:
             return _fmt(self.value, digits)
-        return f"{_fmt(self.value, digits)} ± {self.error:.2g}"
+        if not math.isfinite(self.value):
+            return f"{_fmt(self.value, digits)} ± {self.error:.2g}"
+        keep = resolvable_digits(self.value, self.error)
+        if keep == 0:
+            return f"unresolved: |value| ≤ {self.error:.2g}"
+        return f"{_fmt(self.value, min(digits, keep))} ± {self.error:.2g}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -163,3 +163,9 @@ def effective_strength(theory: Theory, theta0: dict) -> np.ndarray:
     a = np.asarray(theta0["W1"]) @ vt[:k].T  # (h, k)
     b = np.asarray(theta0["W2"]).T @ u[:, :k]  # (h, k)
     return 0.25 * np.sum((a + b) ** 2, axis=0)
+
+
+# `balance_drift` is the drift of a conserved quantity: exactly 0 along the flow, so it is
+# an error measure, compared with its floor but never flagged as a number without digits
+# (`flows.loss_floors`' observable records)
+deep_linear_observables.error_measures = frozenset({"balance_drift"})  # type: ignore[attr-defined]

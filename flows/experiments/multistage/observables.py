@@ -141,3 +141,9 @@ def multistage_observables(problem, theta, t):
         "split_rate_3": split_3,
         "split_rate_3_printed": split_3_printed,
     }
+
+
+# the weights off b̂: exactly 0 at d = 1 (b̂ = ±1 spans the inputs) and small by
+# Proposition 1 otherwise — departures measured against their floor, never flagged as
+# numbers without digits (`flows.loss_floors`' observable records)
+multistage_observables.error_measures = frozenset({"w_perp_max", "w_perp_l2"})  # type: ignore[attr-defined]
