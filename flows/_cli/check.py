@@ -35,7 +35,7 @@ from .check_progress import (
 )
 from .env import _command
 from .lines import MAX_WIDTH, _duration, _fit, _ProgressLines, terminal_width
-from .live import live_terminal
+from .live import Status, live_terminal
 from .output import EXIT_FAILED, EXIT_OK, EXIT_SOLVER
 
 __all__ = ["MAX_WIDTH", "terminal_width"]  # with the command: where its tests find them
@@ -91,12 +91,20 @@ def _cmd_check(args) -> int:
     names = sorted(exps) if args.experiment == "all" else [args.experiment]
     out = Path(args.out)
     report = not args.no_report
-    _preflight(names, exps, out, report)
     as_json = args.format == "json"
-    width = min(args.width or terminal_width(), MAX_WIDTH)
-    mode = "quick" if args.quick else "default"
     # progress goes where the table does not: stderr for json, else stdout
     progress_stream = sys.stderr if as_json else sys.stdout
+    # the checks of the output folder, the configurations and the recorded timings take
+    # seconds: a live line says so (nothing silent on a terminal)
+    preparing = (
+        Status(progress_stream, "flows check: preparing (the output folder, the papers' "
+               "settings, their last timings)")
+        if live_terminal(progress_stream)
+        else None
+    )  # fmt: skip
+    _preflight(names, exps, out, report)
+    width = min(args.width or terminal_width(), MAX_WIDTH)
+    mode = "quick" if args.quick else "default"
     command_start = time.perf_counter()
     configs = {n: _with_budget(exps[n].default_config(quick=args.quick), args) for n in names}
     from .. import _compile
@@ -116,6 +124,9 @@ def _cmd_check(args) -> int:
         else ""
     )
     workers = f"; {jobs} worker processes" if jobs > 1 else ""
+    if preparing is not None:  # the header takes its place
+        preparing.clear()
+        preparing.close()
     print(
         _fit(
             f"flows check: {', '.join(names)} ({mode}) into {out}{total}{workers}",
@@ -291,9 +302,15 @@ def _run_parallel(
             finish(index[name], name, event[1], event[2])
 
     events = run_workers(tasks, jobs, no_cache=no_cache, start=longest_first(names, walls))
+    # the workers take seconds to start (each loads JAX): a live line until the first bar
+    waiting = Status(stream, f"flows check: starting {jobs} worker processes") if live else None
     try:
         for event in events:
             kind, name = event[0], event[1]
+            if waiting is not None:  # the bars take its place
+                waiting.clear()
+                waiting.close()
+                waiting = None
             if kind == "start":
                 slot = min(set(range(len(names))) - set(slots.values()))
                 slots[name] = slot
