@@ -239,13 +239,15 @@ def _make_eserk4(rtol, atol, error_norm, on_products):
 
 
 #: `solver='eserk4'`: ESERK4 taking its non-stiff steps with Tsit5, its tolerances and error
-#: norm those of the controller.
+#: norm those of the controller; it steps to its save times (its cubic Hermite between
+#: stiff steps is not trusted, `control.steps_to_saves`).
 RECORD = SolverRecord(
     "eserk4",
     ESERK4,
     make=_make_eserk4,
     method=(
         "ESERK4 (extrapolated first-order Chebyshev, eps = 2, at most 600 stages), "
-        "non-stiff steps by Tsit5"
+        "non-stiff steps by Tsit5, steps to its save times"
     ),
+    steps_to_saves=True,
 )

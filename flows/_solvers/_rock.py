@@ -567,13 +567,16 @@ def _make_rock4(rtol, atol, error_norm, on_products):
 
 
 #: `solver='rock4'`: ROCK4 taking its non-stiff steps with Tsit5, its tolerances and error
-#: norm those of the controller.
+#: norm those of the controller; it steps to its save times (its cubic Hermite between
+#: stiff steps is not trusted, `control.steps_to_saves`).
 RECORD = SolverRecord(
     "rock4",
     ROCK4,
     make=_make_rock4,
     method=(
         "ROCK4-type (orthogonal-polynomial recurrence + 4-stage finishing procedure, "
-        "degrees 5-292, coefficients derived in flows._solvers._rock), non-stiff steps by Tsit5"
+        "degrees 5-292, coefficients derived in flows._solvers._rock), non-stiff steps by Tsit5, "
+        "steps to its save times"
     ),
+    steps_to_saves=True,
 )

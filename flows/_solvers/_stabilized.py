@@ -382,84 +382,9 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
 
         control = terms.contr(t0, t1)
         h = jnp.abs(jnp.asarray(control, fdt))
-        reach = st.nonstiff_reach
-
-        def secant(y1, f1):
-            return _secant(y0, f0, y1, f1, fdt)
-
-        # First try with the stored ρ; a second one with a fresh estimate when the first
-        # is not finite or its secant quotient −⟨ΔF, Δy⟩/‖Δy‖² (≤ ρ along the step for a
-        # symmetric, autonomous field) exceeds the ρ used while the
-        # step fails: the stored ρ may be stale and the step unstable. A while loop keeps
-        # one copy of the step in the graph.
-        def body(carry):
-            i, rho_i, v_i, jvps, redo, prev = carry
-            again = i >= 1
-            y1p, f1p = prev[0], prev[1]
-
-            def reestimate():
-                finite = tree_all_finite(y1p)
-                rho_min = jnp.where(finite, rho_i, 4 * rho_i)
-                if self.spectral_radius is not None:
-                    sec = secant(y1p, f1p)
-                    sec = jnp.where(jnp.isfinite(sec), sec, 0.0)
-                    rho_new = jnp.maximum(self.rho_safety * sec, 2 * rho_i)
-                    return jnp.maximum(rho_new, rho_min), v_i, jnp.zeros((), jnp.int32)
-                # warm start from the step's increment: dominated by the unstable mode
-                dy = jtu.tree_map(lambda a, b: a - b, y1p, y0)
-                ndy = tree_norm(dy).astype(fdt)
-                ok = finite & (ndy > 0)
-                start = tree_where(ok, tree_scale(dy, 1.0 / jnp.where(ok, ndy, 1.0)), v_i)
-                est, v_new = self._power_iteration(
-                    terms, t0, y0, args, start, self.init_power_iters
-                )
-                return (
-                    jnp.maximum(self._bound(est), rho_min),
-                    v_new,
-                    jnp.asarray(self.init_power_iters, jnp.int32),
-                )
-
-            rho_r, v_r, j_r = jax.lax.cond(
-                eqxi.unvmap_any(again), reestimate, lambda: (rho_i, v_i, jnp.zeros((), jnp.int32))
-            )
-            rho_i = jnp.where(again, rho_r, rho_i)
-            v_i = tree_where(again, v_r, v_i) if v_i is not None else None
-            jvps = jvps + jnp.where(again, j_r, 0)
-            out = self._attempt(terms, t0, t1, y0, args, f0, control, h, rho_i, reach)
-            y1, f1, _, err = out[:4]
-            bad = ~(tree_all_finite(y1) & tree_all_finite(err))
-            # unstable only beyond the real stability bound of the step taken: h ρ for a
-            # stabilized step (β(s) ≥ h ρ), ≈ 2.5 for a non-stiff one (Bosh3 2.51, Tsit5
-            # ≈ 3.3), with a 10 % margin (the quotient is only an estimate)
-            bound = jnp.where(out[5], jnp.maximum(h * rho_i, 2.5), h * rho_i)
-            suspect = h * secant(y1, f1) > 1.1 * bound
-            if self.tolerances is not None:
-                # a step the controller accepts is kept (a non-autonomous field also
-                # makes the secant large); only a failing one may be unstable
-                suspect = suspect & (
-                    _error_norm(err, y0, y1, self.tolerances, self.error_norm) > 1.0
-                )
-            redo = bad | suspect
-            return i + 1, rho_i, v_i, jvps, redo, out
-
-        def cond(carry):
-            i, redo = carry[0], carry[4]
-            return (i == 0) | ((i == 1) & redo)
-
-        # the first pass, traced once to build the carry's shapes (no evaluation: eval_shape)
-        proto = jax.eval_shape(
-            lambda: self._attempt(terms, t0, t1, y0, args, f0, control, h, rho, reach)
+        n_try, rho, v, jvps, out = self._attempt_twice(
+            terms, t0, t1, y0, args, f0, control, h, rho, v, st.nonstiff_reach
         )
-        dummy = jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), proto)
-        init = (
-            jnp.zeros((), jnp.int32),
-            rho,
-            v,
-            jnp.zeros((), jnp.int32),
-            jnp.asarray(False),
-            dummy,
-        )
-        n_try, rho, v, jvps, _, out = jax.lax.while_loop(cond, body, init)
         y1, f1, k, y_error, evals, use_nonstiff, n_sub, too_many, next_reach = out
         jvp_evals = jvp_evals + jvps
         vf_evals = vf_evals + evals
@@ -491,3 +416,86 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             nonstiff_reach=next_reach,
         )
         return y1, y_error, dense_info, new_state, result
+
+    def _attempt_twice(self, terms, t0, t1, y0, args, f0, control, h, rho, v, reach):
+        """The step from (t0, y0) (`_attempt`): a first try with the stored ρ; a second one
+        with a fresh estimate (`_fresh_rho`) when the first is not finite or its secant
+        quotient −⟨ΔF, Δy⟩/‖Δy‖² (≤ ρ along the step for a symmetric, autonomous field)
+        exceeds the ρ used while the step fails: the stored ρ may be stale and the step
+        unstable. A while loop keeps one copy of the step in the graph. Returns (tries, ρ,
+        power-iteration vector, Hessian-vector products of the re-estimate, `_attempt`'s
+        result)."""
+        fdt = jnp.result_type(float)
+
+        def body(carry):
+            i, rho_i, v_i, jvps, redo, prev = carry
+            again = i >= 1
+            rho_r, v_r, j_r = jax.lax.cond(
+                eqxi.unvmap_any(again),
+                lambda: self._fresh_rho(terms, t0, y0, args, f0, prev[0], prev[1], rho_i, v_i),
+                lambda: (rho_i, v_i, jnp.zeros((), jnp.int32)),
+            )
+            rho_i = jnp.where(again, rho_r, rho_i)
+            v_i = tree_where(again, v_r, v_i) if v_i is not None else None
+            jvps = jvps + jnp.where(again, j_r, 0)
+            out = self._attempt(terms, t0, t1, y0, args, f0, control, h, rho_i, reach)
+            y1, f1, _, err = out[:4]
+            bad = ~(tree_all_finite(y1) & tree_all_finite(err))
+            # unstable only beyond the real stability bound of the step taken: h ρ for a
+            # stabilized step (β(s) ≥ h ρ), ≈ 2.5 for a non-stiff one (Bosh3 2.51, Tsit5
+            # ≈ 3.3), with a 10 % margin (the quotient is only an estimate)
+            bound = jnp.where(out[5], jnp.maximum(h * rho_i, 2.5), h * rho_i)
+            suspect = h * _secant(y0, f0, y1, f1, fdt) > 1.1 * bound
+            if self.tolerances is not None:
+                # a step the controller accepts is kept (a non-autonomous field also
+                # makes the secant large); only a failing one may be unstable
+                suspect = suspect & (
+                    _error_norm(err, y0, y1, self.tolerances, self.error_norm) > 1.0
+                )
+            redo = bad | suspect
+            return i + 1, rho_i, v_i, jvps, redo, out
+
+        def cond(carry):
+            i, redo = carry[0], carry[4]
+            return (i == 0) | ((i == 1) & redo)
+
+        # the first pass, traced once to build the carry's shapes (no evaluation: eval_shape)
+        proto = jax.eval_shape(
+            lambda: self._attempt(terms, t0, t1, y0, args, f0, control, h, rho, reach)
+        )
+        dummy = jtu.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), proto)
+        init = (
+            jnp.zeros((), jnp.int32),
+            rho,
+            v,
+            jnp.zeros((), jnp.int32),
+            jnp.asarray(False),
+            dummy,
+        )
+        n_try, rho, v, jvps, _, out = jax.lax.while_loop(cond, body, init)
+        return n_try, rho, v, jvps, out
+
+    def _fresh_rho(self, terms, t0, y0, args, f0, y1p, f1p, rho_i, v_i):
+        """ρ for the second try of a step whose first try (ending at y1p, F = f1p) was not
+        finite or suspect: at least the ρ used (4× it after a non-finite try). With the
+        user's `spectral_radius`: 2× it or the secant quotient with the safety factor;
+        else by power iteration warm-started from the first try's increment, which an
+        unstable mode dominates. Returns (ρ, vector, Hessian-vector products)."""
+        fdt = jnp.result_type(float)
+        finite = tree_all_finite(y1p)
+        rho_min = jnp.where(finite, rho_i, 4 * rho_i)
+        if self.spectral_radius is not None:
+            sec = _secant(y0, f0, y1p, f1p, fdt)
+            sec = jnp.where(jnp.isfinite(sec), sec, 0.0)
+            rho_new = jnp.maximum(self.rho_safety * sec, 2 * rho_i)
+            return jnp.maximum(rho_new, rho_min), v_i, jnp.zeros((), jnp.int32)
+        dy = jtu.tree_map(lambda a, b: a - b, y1p, y0)
+        ndy = tree_norm(dy).astype(fdt)
+        ok = finite & (ndy > 0)
+        start = tree_where(ok, tree_scale(dy, 1.0 / jnp.where(ok, ndy, 1.0)), v_i)
+        est, v_new = self._power_iteration(terms, t0, y0, args, start, self.init_power_iters)
+        return (
+            jnp.maximum(self._bound(est), rho_min),
+            v_new,
+            jnp.asarray(self.init_power_iters, jnp.int32),
+        )

@@ -98,7 +98,10 @@ def _secant(y0, f0, y1, f1, fdt):
 
 class _RKCInterpolation(diffrax.AbstractLocalInterpolation):
     """Dense output of one `RKC2` step: cubic Hermite from y0, y1 and k = (h F0, …, h F1)
-    (only the first and last rows are used), or Tsit5's own interpolant where `tsit5`."""
+    (only the first and last rows are used), or Tsit5's own interpolant where `tsit5`.
+    Between long stiff steps the Hermite weights h F, which carries λ × the step-end
+    error of a stiff component, so it multiplies that error by up to h·λ/4: `flows.simulate`
+    steps to its save times with the fourth-order solvers (`control.steps_to_saves`)."""
 
     t0: Any
     t1: Any

@@ -113,12 +113,17 @@ def pid_controller(
 
 def steps_to_saves(solver) -> bool:
     """Whether a solve with this solver (a name or a solver object) steps to its save
-    times rather than interpolating between steps (`STEP_TO_SAVES`): Dopri8 and diffrax's
-    implicit solvers with a cubic Hermite dense output (Kvaerno5)."""
+    times rather than interpolating between steps (`STEP_TO_SAVES`): Dopri8 (its diffrax
+    interpolant is of lower order than its steps), the fourth-order stabilized solvers
+    (ESERK4, ROCK4) and diffrax's implicit solvers with a cubic Hermite dense output
+    (Kvaerno5). A cubic Hermite between long stiff steps multiplies the error of the stiff
+    components at the step ends by up to about h·λ/4 (`benchmarks/results/dense_output.md`).
+    RKC2 interpolates: its second-order steps are less accurate than its cubic Hermite,
+    and its non-stiff steps are Tsit5 steps with Tsit5's interpolant."""
     if isinstance(solver, str):
         return solver in STEP_TO_SAVES
     if isinstance(solver, AbstractStabilizedSolver):
-        return False
+        return (solver.order(None) or 0) >= 4
     if isinstance(solver, diffrax.Dopri8):
         return True
     interp = getattr(solver, "interpolation_cls", None)

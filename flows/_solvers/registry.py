@@ -14,17 +14,19 @@ recurrence: s evaluations a step for h ρ ≤ 0.318 s²; `flows.ROCK4`), Kvaerno
 products: matrix-free, any size).
 
 Solvers that step to the save times, because a save between their steps is far less
-accurate than a step end (`benchmarks/results/dense_output.md`, worst save / worst
-step-end error): Dopri8, whose diffrax interpolant is of lower order than its steps
-(linear ODE, rtol 1e-10: 24×), and Kvaerno5, whose dense output is a cubic Hermite
-interpolant of an order-5 method (Prothero–Robinson, rtol 1e-10: 129×; after stepping to
-saves ≤ 1 on the closed-form problems). Stepping to saves costs them 5–80 % more steps.
-Not among them, measured and left (the Limits page): the stabilized solvers (RKC2,
-ESERK4, ROCK4: cubic Hermite on stiff steps, up to 3.3× for ROCK4 and 15× for ESERK4 on
-a problem whose observable is a difference of large terms, ≤ 2 elsewhere) — stepping to
-the multistage check's 401 saves costs them 2.3–2.5× the evaluations (RKC2 1057 → 2419,
-ROCK4 1018 → 2569 at m = 1000, t = 20), the price of their long stiff steps; Tsit5 and
-Dopri5 (3–7× in a stiff start-up only, ≤ 2 elsewhere).
+accurate than a step end (`benchmarks/results/dense_output.md`: worst error of the
+interpolant at 0.1 … 0.9 of a step / worst step-end error): Dopri8, whose diffrax
+interpolant is of lower order than its steps (up to 700×); Kvaerno5, whose dense output
+is a cubic Hermite interpolant of an order-5 method (Prothero–Robinson, rtol 1e-10:
+129×); ESERK4 and ROCK4, whose cubic Hermite between long stiff steps multiplies the error
+of the stiff components at the step ends by up to about h·λ/4 (up to 15× and 5.5× on a
+problem whose observable is a difference of large terms: 68× and 7.7× the tolerance
+there). Their saves are step ends. Interpolating: Tsit5 and Dopri5 (within 2× except at
+rtol ≤ 1e-8 on a tanh net, 2.1–3.1× and 6×: a fourth-order interpolant of fifth-order
+steps; and 3–7× where stability, not accuracy, sets the step, with saves ≤ 0.015 × the
+tolerance) and RKC2 (its second-order steps are less accurate than its cubic Hermite;
+within 2.1× except 3.1× at rtol 1e-4 with saves at 0.01 × the tolerance, and its
+non-stiff Tsit5 steps as Tsit5's).
 """
 
 from __future__ import annotations
