@@ -102,7 +102,7 @@ def test_every_rows_note_agrees_with_its_results_json(name, tmp_path):
 
     exp = EXPERIMENTS[name]
     report = exp.run(exp.default_config(quick=True), tmp_path, progress=False)
-    rows = json.loads((tmp_path / "results.json").read_text())["checks"]
+    rows = json.loads((tmp_path / name / "results.json").read_text())["checks"]
     assert [r["claim"] for r in rows] == [c.claim for c in report.checks]
     problems = []
     for check, row in zip(report.checks, rows, strict=True):

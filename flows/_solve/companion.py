@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-__all__ = ["SolveCount", "scaled_tolerances", "tolerances_scaled"]
+__all__ = ["SolveCount", "companion_active", "scaled_tolerances", "tolerances_scaled"]
 
 
 class SolveCount:
@@ -59,3 +59,11 @@ def scaled_tolerances(rtol, atol):
         return rtol * scale, atol * scale
     except TypeError:
         return rtol, atol
+
+
+def companion_active() -> bool:
+    """Whether a companion computation is under way (inside `tolerances_scaled`). A solver
+    that steps to its save times (`flows.STEP_TO_SAVES`) then also steps to the midpoints
+    between them: where the saves set the steps, run and companion would otherwise take
+    nearly the same steps and their difference would not measure the run's error."""
+    return _SCALE.get() is not None

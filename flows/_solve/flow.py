@@ -99,6 +99,9 @@ class FlowSettings:
     clock: AbstractClock = PhysicalClock()
     stop: Callable | None = None
     error_norm: str = "rms"
+    #: a companion solve (`flows._solve.companion`): a solver that steps to its save times
+    #: also steps to the midpoints between them
+    step_midpoints: bool = False
 
     def compile_settings(self) -> FlowSettings:
         """These settings without the tolerances: what the compiled program depends on."""
@@ -240,13 +243,25 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
         # a solver whose saves between steps are less accurate than its step ends steps
         # to the save times instead (`steps_to_saves`; pts are among ts)
         stepsize_controller=pid_controller(
-            tol[0], tol[1], settings.error_norm, step_ts=ts if steps_to_saves(solver) else None
+            tol[0], tol[1], settings.error_norm, step_ts=_step_ts(settings, solver, ts)
         ),
         max_steps=settings.max_steps,
         throw=False,
         progress_meter=meter,
         event=event,
     )
+
+
+def _step_ts(settings: FlowSettings, solver, ts):
+    """The times a solve must step to: none, or the save times `ts` for a solver whose
+    saves between steps are less accurate than its step ends (`steps_to_saves`) — and, in
+    a companion solve (`settings.step_midpoints`), the midpoints between them too."""
+    if not steps_to_saves(solver):
+        return None
+    if not settings.step_midpoints or ts.shape[0] < 2:
+        return ts
+    mids = 0.5 * (ts[:-1] + ts[1:])
+    return jnp.concatenate([jnp.stack([ts[:-1], mids], axis=1).reshape(-1), ts[-1:]])
 
 
 def flow_program(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol) -> dict:

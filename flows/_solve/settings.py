@@ -23,6 +23,7 @@ from .._solvers import (
     check_error_norm,
     resolve_solver,
     spectral_radius,
+    steps_to_saves,
 )
 from .arguments import (
     check_common,
@@ -35,7 +36,7 @@ from .arguments import (
     save_times,
 )
 from .clocks import AbstractClock, as_clock
-from .companion import scaled_tolerances
+from .companion import companion_active, scaled_tolerances
 from .flow import FlowSettings, flow_config
 from .problem import Problem
 from .resources import MEMORY_SHARE, physical_memory
@@ -139,6 +140,7 @@ class RunSettings:
     throw: bool
     choice: SolverChoice
     auto: dict | None
+    step_midpoints: bool = False
 
     @classmethod
     def validate(
@@ -178,6 +180,7 @@ class RunSettings:
             save_params=save_params, observables=observables, obs_bytes=obs_bytes,
             clock=clock, max_steps=max_steps, dt0=dt0, count_evals=count_evals, stop=stop,
             progress=progress, throw=throw, choice=choice, auto=auto,
+            step_midpoints=companion_active(),
         )  # fmt: skip
 
     def save_times(self) -> np.ndarray:
@@ -197,6 +200,8 @@ class RunSettings:
             clock=self.clock,
             stop=self.stop,
             error_norm=self.error_norm,
+            # only where it changes the steps: other solvers' companions reuse the program
+            step_midpoints=self.step_midpoints and steps_to_saves(self.choice.solver),
         )
 
     def config(self, problem: Problem, *, dt0=_UNSET, method: str | None = None) -> dict:

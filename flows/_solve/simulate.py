@@ -39,6 +39,7 @@ from .arguments import (
     ungroup,
 )
 from .clocks import AbstractClock, LossClock
+from .companion import tolerances_scaled
 from .flow import FIRST_STEP_EVALS, FlowOutput, FlowSettings, flow_program
 from .global_error import GLOBAL_ERROR_FACTOR, global_error_asked, with_global_error
 from .loss_clock import solve_loss_clock
@@ -175,11 +176,19 @@ def simulate(
         plain = simulate(problem, **call, progress=progress, throw=throw, global_error=False)
         f = GLOBAL_ERROR_FACTOR
         tight = {**call, "rtol": call["rtol"] / f, "atol": call["atol"] / f}
-        return with_global_error(plain, lambda: simulate(problem, **tight, global_error=False), f)
+        return with_global_error(plain, lambda: _companion(problem, tight), f)
     problem, run = RunSettings.validate(problem, progress=progress, throw=throw, **call)
     if isinstance(run.clock, LossClock):
         return _simulate_loss_clock(problem, run)
     return _simulate_flow(problem, run)
+
+
+def _companion(problem, call: dict) -> Trajectory:
+    """The companion solve of `simulate(…, global_error=True)` (its tighter tolerances in
+    `call`), run as a companion computation: a solver that steps to its save times also
+    steps to the midpoints (`flows._solve.companion.companion_active`)."""
+    with tolerances_scaled(1.0):
+        return simulate(problem, **call, global_error=False)
 
 
 def _simulate_flow(problem, run: RunSettings) -> Trajectory:
