@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 import flows
-from flows._solve.significance import observable_resolutions
 from flows.experiments.multistage import Config, make_data
 from flows.experiments.multistage.observables import multistage_observables
 from flows.models import TwoLayer
@@ -57,7 +56,7 @@ def run(widths, repeats: int, t1: float) -> dict:
         last = {k: v for k, v in last.items() if k not in ("loss", "energy", "energy_residual")}
 
         def obs_floors(problem=problem, end=end, last=last):
-            return observable_resolutions(
+            return flows.observable_resolutions(
                 problem, multistage_observables, end, t1, RTOL, ATOL, values=last
             )
 

@@ -55,6 +55,9 @@ from ._solve.losses import squared_error as squared_error  # noqa: E402
 from ._solve.problem import Problem as Problem  # noqa: E402
 from ._solve.problem import make_problem as make_problem  # noqa: E402
 from ._solve.significance import loss_floors as loss_floors  # noqa: E402
+from ._solve.significance import (  # noqa: E402
+    observable_resolutions as observable_resolutions,
+)
 from ._solve.simulate import simulate as simulate  # noqa: E402
 from ._solve.stages import average_decay_rate as average_decay_rate  # noqa: E402
 from ._solve.stages import detect_stages_from_loss as detect_stages_from_loss  # noqa: E402
@@ -132,6 +135,7 @@ __all__ = [
     "Problem",
     "make_problem",
     "loss_floors",
+    "observable_resolutions",
     "simulate",
     "average_decay_rate",
     "detect_stages_from_loss",

@@ -50,7 +50,6 @@ __all__ = [
     "figure_style",
     "new_figure",
     "save_figure",
-    "thin_log_labels",
 ]
 
 #: Width in inches of a one-panel figure: one column of a two-column paper.
@@ -238,7 +237,7 @@ def _minor_log_formatter():
     return MinorAt2And5(labelOnlyBase=False, minor_thresholds=(2, 2))
 
 
-def thin_log_labels(fig: Figure) -> None:
+def _thin_log_labels(fig: Figure) -> None:
     """Give every log axis of `fig` whose minor labels are matplotlib's default the sparse
     minor labels of `_minor_log_formatter` (a formatter set by hand is kept)."""
     from matplotlib.ticker import LogFormatterSciNotation
@@ -254,7 +253,7 @@ def save_figure(
     fig: Figure, path: str | Path, *, vector: bool = True, atomic: bool = False
 ) -> list[Path]:
     """Save `fig` as the PNG `path` and, next to it, as SVG, in the toolkit's style (log
-    axes' minor tick labels thinned: `thin_log_labels`).
+    axes' minor tick labels thinned to 2 and 5 times a power of ten, none beyond two decades).
 
     **Arguments:**
 
@@ -278,7 +277,7 @@ def save_figure(
             f"save_figure writes a PNG and its SVG twin; name the PNG ({path.stem}.png), "
             f"not {path.name}"
         )
-    thin_log_labels(fig)
+    _thin_log_labels(fig)
     targets: list[tuple[Path, str, dict | None]] = [(path, "png", None)]
     if vector:
         targets.append((path.with_suffix(VECTOR_SUFFIX), "svg", {"Date": None}))

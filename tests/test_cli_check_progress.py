@@ -84,12 +84,14 @@ def test_a_terminal_gets_one_bar_per_paper(tmp_path, fake_run, monkeypatch):
     monkeypatch.setattr("sys.stdout", term)
     assert _cli.main(_check(tmp_path)) == 0
     first = term.getvalue()
-    # the header, after the "preparing" live line it replaces (drawn, then blanked)
-    before, header, _ = first.partition(f"flows check: {NAME} (quick) into ")
+    # the header (wrapped to the terminal's width), after the "preparing" live line it
+    # replaces (drawn, then blanked)
+    flat = re.sub(r"[ \n]+", " ", first)
+    before, header, _ = flat.partition(f"flows check: {NAME} (quick) into ")
     assert header and before.split("\r")[-1].strip() == ""
     assert not before.strip() or before.strip().startswith("flows check: preparing")
     # the header was out before the paper's run began
-    assert f"flows check: {NAME} (quick) into " in fake_run[0]
+    assert f"flows check: {NAME} (quick) into " in re.sub(r"[ \n]+", " ", fake_run[0])
     assert "\r" in first  # a live bar, redrawn
     assert f"[1/1] {NAME}: 4 stages done" in first and "no earlier run to estimate from" in first
     assert f"[{NAME}] stage 2" in first and "  a detail line" in first  # the log is kept

@@ -76,7 +76,7 @@ def test_run_one_paper(paper):
 
 
 def test_unknown_paper_is_a_value_error():
-    with pytest.raises(ValueError, match="multistage.*bias-plateau.*linear-teacher"):
+    with pytest.raises(ValueError, match="bias-plateau.*deep-linear.*linear-teacher.*multistage"):
         run("multi-stage")
 
 

@@ -30,7 +30,6 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNALS: dict[str, frozenset[str]] = {
     k: frozenset(v)
     for k, v in {
-        "benchmarks/bench_significance.py": {"flows._solve"},
         "tests/conftest.py": {"flows._compile"},
         "tests/guards/guard_nonsmooth.py": {"flows._nonsmooth"},
         "tests/test_api_misuse.py": {"flows._cli", "flows._solve", "flows._validate"},

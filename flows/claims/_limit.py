@@ -37,17 +37,22 @@ class Limit:
     `values[i, j]` is the quantity at width `widths[i]` and seed j — or, 1-D, one run per
     width (no seeds: the interval then rests on the scatter about the fit alone).
     `variable` names the asymptotic variable (m, 1/α, t, 1/η, …: `widths` are its values,
-    each > 0, growing toward the limit). Shown: the literal distance |q − limit| at the
-    largest value (seed mean ± sd, and whether it is within `tolerance` there), and the
-    fitted rate |q − limit| ∝ m^p with a confidence interval. **Rule:** holds when the
-    whole interval of p lies below 0 (the distance decays), fails when it lies at or above
-    0, `undecided (finite size)` when it contains 0; with fewer than `MIN_WIDTHS` values
-    (× `MIN_SEEDS` seeds, when there are seeds) the claim is not applicable. `errors`
-    (optional, shaped like `values`): each value's numerical error bar — a distance not
-    larger than its error bar, or an error not estimated (NaN), makes the row `undecided
-    (numerical)` (a rate fitted through numbers smaller than their error is no result).
-    The literal value does not decide (the statement is about m → ∞), but it is
-    reported."""
+    each > 0, growing toward the limit).
+
+    Shown: the literal distance |q − limit| at the largest value (seed mean ± sd, and
+    whether it is within `tolerance` there), and the fitted rate |q − limit| ∝ m^p with a
+    confidence interval.
+
+    **Rule:** holds when the whole interval of p lies below 0 (the distance decays), fails
+    when it lies at or above 0, `undecided (finite size)` when it contains 0; with fewer
+    than `MIN_WIDTHS` values (× `MIN_SEEDS` seeds, when there are seeds) the claim is not
+    applicable. The literal value does not decide (the statement is about m → ∞), but it
+    is reported.
+
+    `errors` (optional, shaped like `values`): each value's numerical error bar. A
+    distance not larger than its error bar, or an error not estimated (NaN), makes the row
+    `undecided (numerical)`: a rate fitted through numbers smaller than their error is no
+    result."""
 
     claim: str
     source: str
