@@ -22,6 +22,7 @@ import numpy as np
 
 from .._solve.companion import tolerances_scaled
 from .._solve.global_error import GLOBAL_ERROR_FACTOR, error_calibration
+from .points import _DURATION_NAMES as DURATION_NAMES
 from .points import SOLVE_STATS, combine_records
 from .spec import AbstractSweepSpec
 
@@ -36,7 +37,7 @@ def estimated(name: str, kind: str | None) -> bool:
     number but the solve statistics, counts and durations, and error bars themselves."""
     if name in SOLVE_STATS or name.endswith(ERROR_SUFFIX) or kind == "count":
         return False
-    return name not in ("wall_s", "batch_wall_s", "compile_s")
+    return name not in DURATION_NAMES
 
 
 class WithGlobalError(AbstractSweepSpec):

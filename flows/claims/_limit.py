@@ -167,7 +167,7 @@ class Limit:
             )
         if not np.all(np.isfinite(dist)):
             return not_applicable("a run did not reach the time the quantity is taken at")
-        if err is not None:
+        if err is not None and not _outside(hyps):  # outside the hypothesis says so first
             unresolved = ~(dist > err)  # NaN errors (not estimated) count as unresolved
             if np.any(unresolved):
                 i, j = (int(k) for k in np.argwhere(unresolved)[0])
