@@ -453,6 +453,41 @@ def test_check_cli_json_and_width(tmp_path, fake_runs, capsys):
         assert max(display_width(line) for line in table.splitlines()) <= width, table
 
 
+def test_piped_check_prints_one_line_per_claim(tmp_path, fake_runs, capsys, monkeypatch):
+    """Piped (stdout not a terminal, no --width, no COLUMNS) the default layout is one
+    line per claim, each naming its paper, its verdict and its claim: the whole command's
+    output is ≈ one line per claim, not a table of ≈ 8 lines per claim."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert _cli.main(["check", "all", "--quick", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    n = len(EXPERIMENTS) * len(fake_runs)
+    assert len(out) <= n + 6 * len(EXPERIMENTS) + 3, "\n".join(out)
+    for name in EXPERIMENTS:
+        rows = [line for line in out if line.startswith(f"{name}: ") and "[" in line]
+        claims = [line for line in rows if " — measured " in line or "not applicable" in line]
+        assert len(claims) == len(fake_runs), "\n".join(rows)
+        for line, c in zip(claims, fake_runs, strict=True):
+            assert c.label in line and c.verdict.upper() in line.upper()
+        assert any(line.startswith(f"{name}: ") and "hold" in line and "fail" in line
+                   for line in out)  # fmt: skip
+    # a table is one --format (or --width) away
+    assert _cli.main(["check", "deep-linear", "--quick", "--out", str(tmp_path),
+                      "--format", "compact"]) == 1  # fmt: skip
+    assert "predicted:" in capsys.readouterr().out
+    assert _cli.main(["check", "deep-linear", "--quick", "--out", str(tmp_path),
+                      "--width", "90"]) == 1  # fmt: skip
+    assert "| verdict" in capsys.readouterr().out
+
+
+def test_lines_layout_keeps_each_row_on_one_line():
+    table = format_checks(_checks(), "lines")
+    lines = table.splitlines()
+    assert len(lines) == len(_checks()) + 1  # the rows, then the tally
+    for line, c in zip(lines[:-1], _checks(), strict=True):
+        verdict_word = line.split(": ", 1)[0].split()[-1].lower()  # the verdict comes first
+        assert c.label in line and verdict_word in c.verdict
+
+
 def test_check_width_follows_the_terminal(tmp_path, fake_runs, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "64")
     _cli.main(["check", "deep-linear", "--quick", "--out", str(tmp_path)])

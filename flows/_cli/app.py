@@ -107,7 +107,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 #: The table layouts of `flows check --format`.
-FORMATS = ("auto", "wide", "compact", "json")
+FORMATS = ("auto", "wide", "compact", "lines", "json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         default="auto",
         choices=FORMATS,
-        help="table layout: auto (fitted to the terminal; default), wide (fixed columns), "
-        "compact (one block per claim) or json (machine-readable, on stdout; progress on "
-        "stderr)",
+        help="table layout: auto (default: on a terminal, a table fitted to it; piped, one "
+        "line per claim unless --width is given), wide (fixed columns), compact (one block "
+        "per claim), lines (one line per claim; reasons in the report) or json "
+        "(machine-readable, on stdout; progress on stderr)",
     )
     c.add_argument(
         "--width",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -84,8 +85,18 @@ def _with_budget(cfg, args):
     return dataclasses.replace(cfg, **{BUDGET_FIELD: float(budget)})
 
 
+def _layout(fmt: str, width: int | None) -> str:
+    """The table layout: `--format`, where 'auto' is a table fitted to the terminal, and
+    piped (stdout not a terminal, no `--width`, no `COLUMNS`) one line per claim ('lines':
+    a log of ≈ 1 line per claim instead of ≈ 8; the reasons are in the report)."""
+    if fmt != "auto" or width is not None or os.environ.get("COLUMNS"):
+        return fmt
+    isatty = getattr(sys.stdout, "isatty", None)
+    return fmt if isatty is not None and isatty() else "lines"
+
+
 def _cmd_check(args) -> int:
-    from ..claims._checks import any_failed, format_checks
+    from ..claims._checks import any_failed, format_checks, format_lines
     from ..experiments import EXPERIMENTS as exps
 
     names = sorted(exps) if args.experiment == "all" else [args.experiment]
@@ -104,6 +115,7 @@ def _cmd_check(args) -> int:
     )  # fmt: skip
     _preflight(names, exps, out, report)
     width = min(args.width or terminal_width(), MAX_WIDTH)
+    fmt = _layout(args.format, args.width)
     mode = "quick" if args.quick else "default"
     command_start = time.perf_counter()
     configs = {n: _with_budget(exps[n].default_config(quick=args.quick), args) for n in names}
@@ -169,9 +181,14 @@ def _cmd_check(args) -> int:
                     k, names, done, command_start, previous, progress_stream, width, jobs
                 )
             return
-        print(f"\n== {name} ({mode}; {wall:.0f}s) ==")
-        print(format_checks(result.checks, args.format, width))
-        print(_fit("wrote: " + ", ".join(files), width, 2))
+        if fmt == "lines":  # one line per claim, each naming its paper; nothing wrapped
+            print(f"== {name} ({mode}; {wall:.0f}s) ==")
+            print(format_lines(result.checks, prefix=name))
+            print(f"{name}: wrote " + ", ".join(files))
+        else:
+            print(f"\n== {name} ({mode}; {wall:.0f}s) ==")
+            print(format_checks(result.checks, fmt, width))
+            print(_fit("wrote: " + ", ".join(files), width, 2))
         if len(names) > 1 and not live:
             _progress_line(k, names, done, command_start, previous, progress_stream, width, jobs)
 

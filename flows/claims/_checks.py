@@ -29,6 +29,7 @@ __all__ = [
     "NOT_OBSERVED",
     "VERDICTS",
     "FORMATS",
+    "format_lines",
     "annotate",
     "any_failed",
     "error_note",
@@ -74,7 +75,7 @@ VERDICTS = (
 FAILING = (FAILS, FAILS_JOINTLY)
 
 #: The text layouts of `format_checks` (`flows check --format`).
-FORMATS = ("auto", "wide", "compact", "json")
+FORMATS = ("auto", "wide", "compact", "lines", "json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -512,11 +513,32 @@ def _format_compact(checks: Sequence[Check], width: int) -> str:
     return "\n".join(lines)
 
 
+def format_lines(checks: Sequence[Check], prefix: str = "") -> str:
+    """One line per claim, each readable alone (in a log, after `grep`): `prefix` (the
+    paper's name), the verdict, '[source] claim', what was measured and the error-bar note
+    (margin against the numerical error; the companion's verdict). The reasons and the
+    critical constants are left to the report and `results.json`; then the tally."""
+    head = f"{prefix}: " if prefix else ""
+    lines = []
+    for c in checks:
+        line = f"{head}{_MARK[c.verdict]} {_verdict_text(c)}: {c.label}"
+        if c.measured:
+            line += f" — measured {c.measured}"
+        if note := error_note(c.to_dict()):
+            line += f" ({note})"
+        lines.append(" ".join(line.split()))  # one line: no newline inside a field
+    lines.append(f"{head}{_summary(checks)}")
+    return "\n".join(lines)
+
+
 def format_checks(checks: Sequence[Check], fmt: str = "auto", width: int | None = None) -> str:
     """`checks` as `flows check --format fmt` prints them: 'auto' (fitted to `width`),
-    'wide', 'compact' (see `format_table`) or 'json' (a JSON list of `Check.to_dict()`)."""
+    'wide', 'compact' (see `format_table`), 'lines' (one line per claim, `format_lines`)
+    or 'json' (a JSON list of `Check.to_dict()`)."""
     if fmt == "json":
         return json.dumps([json_safe(c.to_dict()) for c in checks], indent=1, ensure_ascii=False)
+    if fmt == "lines":
+        return format_lines(checks)
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}; got {fmt!r}")
     return format_table(checks, width, layout=fmt)
