@@ -85,6 +85,31 @@ def test_theorem61_holds_fails_and_not_applicable():
     assert c.verdict == "not applicable" and "hypothesis" in c.reason
 
 
+def test_theorem61_angle_fall_needs_its_confidence_interval_below_zero():
+    """One rule for rates: an angle that ends lower but whose log-log slope's 95 % CI
+    crosses 0 (a zig-zag with a slight downward drift) is undecided (finite size), not
+    'holds'; the same end points on a steady fall hold."""
+    cfg = Config()
+    data = symmetric_gaussians(20, 2, seed=1)
+    sol = mm.solve_par(data.train.x, data.train.y, v=cfg.v, k=cfg.k, slope=cfg.slope)
+    beta = np.full(15, 0.3)
+
+    def zigzag(t):
+        k = np.arange(len(t))
+        return 0.1 * (1 + 0.5 * (-1.0) ** k) * (1 - 0.01 * k)
+
+    noisy = _fake_run(data, cfg, sol.w, sol.u, beta, zigzag)
+    ang = noisy.observables["max_angle_w"]
+    assert ang[-1] < ang[0]  # it does end lower
+    c = check_theorem61(noisy, data, cfg, "fake")  # type: ignore[arg-type]
+    lo, hi = c.values["loglog_slope_ci"]
+    assert c.values["loglog_slope"] < 0 < hi and lo < 0
+    assert c.verdict == "undecided (finite size)" and "confidence interval" in c.reason
+    steady = _fake_run(data, cfg, sol.w, sol.u, beta, lambda t: 0.1 / np.log(np.e + t))
+    c = check_theorem61(steady, data, cfg, "fake")  # type: ignore[arg-type]
+    assert c.verdict == "holds" and c.values["loglog_slope_ci"][1] < 0
+
+
 def _pattern_is_consistent(row_pattern, x, y, cfg, name):
     fw, fu = osearch.PATTERNS[name]
     cw, cu = y.copy(), -y.copy()
