@@ -43,7 +43,9 @@ from .interpolation import InterpolationCurve as InterpolationCurve
 from .interpolation import Plateau as Plateau
 from .interpolation import alpha_grid as alpha_grid
 from .interpolation import interpolate as interpolate
+from .interpolation import logits_at as logits_at
 from .interpolation import plateau as plateau
+from .interpolation import sample_logits_at as sample_logits_at
 from .interpolation import zeros_like_params as zeros_like_params
 from .observables import classification_observables as classification_observables
 from .observables import homogeneous_observables as homogeneous_observables
@@ -71,7 +73,13 @@ from .sweep import parse_prng_seeds as parse_prng_seeds
 from .sweep import plateau_sweep as plateau_sweep
 from .sweep import plot_plateau_sweep as plot_plateau_sweep
 from .sweep import run_point as run_point
+from .theorem1_runs import RESCALED_LABEL as RESCALED_LABEL
 from .theorem1_runs import deep_runs as deep_runs
+from .theorem1_runs import rescaled_run as rescaled_run
+from .theorem1_words import ErrorSearch as ErrorSearch
+from .theorem1_words import check_error_words as check_error_words
+from .theorem1_words import search_error as search_error
+from .theorem1_words import words_claim as words_claim
 from .trend_checks import check_trend as check_trend
 from .trend_checks import trend_checks as trend_checks
 from .trend_checks import trend_stats as trend_stats

@@ -20,6 +20,7 @@ from reduced import interpolation as rint
 from .config import ALPHA1_C, SOURCE, Config
 from .data import balance_reason
 from .interpolation import interpolate, plateau
+from .theorem1_words import check_error_words, words_claim
 
 if TYPE_CHECKING:
     from .runs import DeepRun, HomogeneousRun
@@ -465,9 +466,12 @@ def check_loss_bound(run: DeepRun, th: rint.Theorem1, *, source: str = f"{SOURCE
 
 
 def theorem1_checks(run: DeepRun, cfg: Config) -> list[Check]:
-    """Theorem 1 for one trained deep net (or not applicable, with the reason)."""
+    """Theorem 1 for one trained deep net (or not applicable, with the reason): the error
+    plateau in the toolkit's reading (every sample predicted k*; literal and re-read
+    intervals), in the paper's words (`theorem1_words`), and the loss bound."""
     claims = [
         f"{run.label}: every sample predicted as k* on [δ/Δ_min, (Δ_min/2V_max^r)^(1/(r−1))]",
+        words_claim(run.label),
         f"{run.label}: average loss ≥ log k − 2eε for α ≤ ε^(1/r)/V_max",
     ]
     src = f"{SOURCE} Thm 1"
@@ -475,6 +479,8 @@ def theorem1_checks(run: DeepRun, cfg: Config) -> list[Check]:
     ok, why = run.model.theorem_applicable()
     if not ok:
         reasons.append(why)
+    if run.model.smoothing > 0:
+        reasons.append(f"σ is smoothed (ε = {run.model.smoothing:g}): neither identity nor ReLU")
     xmax = float(np.max(np.linalg.norm(run.data.x, axis=1)))
     if xmax > 1 + 1e-12:
         reasons.append(f"inputs exceed the unit ball (max ‖x‖ = {xmax:.3g})")
@@ -488,15 +494,12 @@ def theorem1_checks(run: DeepRun, cfg: Config) -> list[Check]:
     assert th is not None
     checks = []
     if not th.nonempty:
-        checks.append(
-            Check.not_applicable(
-                claims[0],
-                src,
-                f"the predicted interval is empty: δ/Δ_min = {th.alpha_1:.3g} > "
-                f"(Δ_min/2V_max^r)^(1/(r−1)) = {th.alpha_2:.3g} (bias gap too small)",
-                values=th.to_dict(),
-            )
+        empty = (
+            f"the predicted interval is empty: δ/Δ_min = {th.alpha_1:.3g} > "
+            f"(Δ_min/2V_max^r)^(1/(r−1)) = {th.alpha_2:.3g} (bias gap too small)"
         )
+        for claim in claims[:2]:
+            checks.append(Check.not_applicable(claim, src, empty, values=th.to_dict()))
     else:
         # literally: [δ/Δ_min, α₂], under the hypothesis that the initial logits are within δ
         spread = init_spread(run)
@@ -522,6 +525,19 @@ def theorem1_checks(run: DeepRun, cfg: Config) -> list[Check]:
             if bal:
                 chk = dataclasses.replace(chk, reason=chk.reason + f"; {bal} (error ≠ 1 − 1/k)")
             checks.append(chk)
+        # the paper's words: balanced classes are its hypothesis; "initial logits within
+        # δ" is the reconstruction's, said as context only
+        checks.append(
+            check_error_words(
+                run,
+                th,
+                grid=cfg.n_alpha,
+                not_applicable=bal,
+                context=f"the reconstructed hypothesis {hyp['name']}, not the paper's, "
+                f"{'holds' if hyp['holds'] else 'fails'} ({hyp['detail']}) and does not "
+                "decide this row",
+            )
+        )
     checks.append(check_loss_bound(run, th))
     return checks
 

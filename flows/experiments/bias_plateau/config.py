@@ -53,7 +53,10 @@ class Config:
     (k, d, σ = `deep_sigma` as above, scaled to ‖x‖ ≤ 1); digits with
     `digits_n_per_class` per class, width `digits_width`, time `digits_t1`; `relu_run`
     adds a ReLU net trained by GD with rate `gd_lr`. Interpolation on `n_alpha` points;
-    error plateau: error ≥ 1 − 1/k − `plateau_tol`.
+    error plateau: error ≥ 1 − 1/k − `plateau_tol`. `rescaled_run` adds the synthetic
+    net with θ(0) rescaled (every layer × c, the same draws) so that its initial logits
+    meet Theorem 1's reconstructed hypothesis: 2·max|f^(0)| = `rescaled_spread`·δ ≤ δ
+    (Kaiming × δ^{1/r} fixes 2·max|f^(0)|/δ, ≈ 1.42 on the default net, so no δ meets it).
 
     **Trends at matched loss** (synthetic deep net, `sweep_activation`, GD at `gd_lr` and
     `gd_lr`/4 unless `sweep_method` = 'flow'): every run stops at the first time its mean
@@ -108,6 +111,8 @@ class Config:
     digits_width: int = 32
     digits_t1: float = 80.0
     relu_run: bool = True
+    rescaled_run: bool = True
+    rescaled_spread: float = 0.5
     gd_lr: float = 0.05
     n_alpha: int = 50
     plateau_tol: float = 0.02
@@ -169,6 +174,11 @@ class Config:
             "loss_plateau_tol",
         ):
             positive(name, getattr(self, name))
+        if not (isinstance(self.rescaled_spread, (int, float)) and 0 < self.rescaled_spread <= 1):
+            raise ConfigError(
+                "`rescaled_spread` (the rescaled run's 2·max|f^(0)| in units of δ) must lie in "
+                f"(0, 1] to meet Theorem 1's hypothesis; got {self.rescaled_spread!r}. Try 0.5."
+            )
         if not self.delta < 1:
             raise ConfigError(
                 f"`delta` (δ, the init scale) must be < 1: §4's Proposition 1 is about small "

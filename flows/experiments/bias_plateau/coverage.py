@@ -70,11 +70,15 @@ COVERAGE: tuple[CoverageEntry, ...] = (
         "“for all α ∈ [α₁, α₂], the error remains at 1 − 1/k”",
         CHECKED,
         rows=(
+            "error remains at 1 − 1/k for every α ∈ [δ/Δ_min, (Δ_min/2V_max^r)^(1/(r−1))] "
+            "(the paper's words)",
             "measured error plateau ⊇ predicted [α₁, α₂]",
             "every sample predicted as k* on [δ/Δ_min, (Δ_min/2V_max^r)^(1/(r−1))]",
         ),
-        note="the error on the α grid, and every sample predicted as k* (the toolkit's "
-        "stronger reading, with its left end re-read).",
+        note="the paper's words searched over α (every change of a prediction located); "
+        "beside them the error on the α grid, and every sample predicted as k* (the "
+        "toolkit's stronger reading, literal, re-read, and on a run whose θ(0) is "
+        "rescaled to meet its reconstructed hypothesis).",
     ),
     _E(
         "Theorem 1 (loss plateau)",

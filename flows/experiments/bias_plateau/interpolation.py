@@ -20,6 +20,8 @@ from flows import ConfigError, cross_entropy
 __all__ = [
     "InterpolationCurve",
     "interpolate",
+    "logits_at",
+    "sample_logits_at",
     "alpha_grid",
     "plateau",
     "Plateau",
@@ -122,6 +124,71 @@ def interpolate(model, x, y, theta_0, theta_T, *, alphas=None, n_alpha: int = 50
     return InterpolationCurve(
         alphas=a, loss=np.asarray(loss), error=np.asarray(err), pred_fraction=frac, k=frac.shape[1]
     )
+
+
+@eqx.filter_jit
+def _logits(model, x, theta0, theta1, alphas):
+    def one(a):
+        th = jax.tree_util.tree_map(lambda p, q: (1.0 - a) * p + a * q, theta0, theta1)
+        return model(th, x)
+
+    return jax.vmap(one)(alphas)
+
+
+@eqx.filter_jit
+def _sample_logits(model, x, theta0, theta1, alphas):
+    def one(a, xi):
+        th = jax.tree_util.tree_map(lambda p, q: (1.0 - a) * p + a * q, theta0, theta1)
+        return model(th, xi[None])[0]
+
+    return jax.vmap(one)(alphas, x)
+
+
+def _padded(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """`a` (non-empty, finite) padded with its last entry to a power-of-two length."""
+    if a.shape[0] == 0:
+        raise ConfigError("`alphas` must hold at least one α.")
+    if not np.all(np.isfinite(a)):
+        raise ConfigError("`alphas` must be finite numbers.")
+    size = 1 << int(a.shape[0] - 1).bit_length()
+    pad = np.repeat(a[-1:], size - a.shape[0], axis=0)
+    return np.concatenate([a, pad]), a.shape[0]
+
+
+def _as_f64(tree):
+    return jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float64), tree)
+
+
+def logits_at(model, x, theta_0, theta_T, alphas) -> np.ndarray:
+    """The logits f^[α](x) of every sample at θ^[α] = (1 − α) θ(0) + α θ(T), at each α
+    in one vectorised call (the α in any order; padded internally to a power-of-two count
+    so that searches evaluating a few α at a time share compilations).
+
+    **Returns:** an array (A, n, k): `[a, i, j]` is logit j of sample i at `alphas[a]`.
+    """
+    a, m = _padded(np.asarray(alphas, dtype=np.float64).reshape(-1))
+    z = _logits(model, jnp.asarray(x, jnp.float64), _as_f64(theta_0), _as_f64(theta_T), a)
+    return np.asarray(z)[:m]
+
+
+def sample_logits_at(model, x, theta_0, theta_T, alphas) -> np.ndarray:
+    """The logits of sample `x[m]` at θ^[`alphas[m]`], for each m (pairs, vectorised):
+    what a search following one sample per bracket needs.
+
+    **Arguments:** `x` (M, d): one input per α; `alphas` (M,).
+
+    **Returns:** an array (M, k).
+    """
+    xs = np.asarray(x, dtype=np.float64)
+    a = np.asarray(alphas, dtype=np.float64).reshape(-1)
+    if xs.ndim != 2 or xs.shape[0] != a.shape[0]:
+        raise ConfigError(
+            f"`x` must hold one input row per α: got x of shape {xs.shape} for {a.shape[0]} α."
+        )
+    ap, m = _padded(a)
+    xp, _ = _padded(xs)
+    z = _sample_logits(model, jnp.asarray(xp), _as_f64(theta_0), _as_f64(theta_T), ap)
+    return np.asarray(z)[:m]
 
 
 def zeros_like_params(theta) -> dict:

@@ -14,13 +14,16 @@ from flows.claims import with_error_bars
 from flows.models.deep import DeepFCN
 from flows.plugin import ETA_FACTOR, merge_eta
 
-from .checks import check_measured_plateau, theorem1_checks, theorem1_of
+from .checks import check_measured_plateau, init_spread, theorem1_checks, theorem1_of
 from .config import NAME, Config
 from .data import digits_data
 from .interpolation import plateau
 from .runs import GD_LIMIT_CLAIM, DeepRun, gd_extrapolation_check, synthetic_deep_data, train_deep
 
-__all__ = ["deep_runs"]
+__all__ = ["RESCALED_LABEL", "deep_runs", "rescaled_run"]
+
+#: The label suffix of the run whose θ(0) is rescaled to meet 2·max|f^(0)| ≤ δ.
+RESCALED_LABEL = "θ(0) rescaled to meet 2·max|f^(0)| ≤ δ"
 
 
 def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
@@ -47,6 +50,8 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
             global_error=True,
         )
     ]
+    if cfg.rescaled_run:
+        runs.append(rescaled_run(cfg, model, data, runs[0]))
     relu_fine = None
     gd_checks: list[Check] = []
     if cfg.relu_run:
@@ -69,6 +74,39 @@ def deep_runs(cfg: Config, progress: bool) -> tuple[list[DeepRun], list[Check]]:
         if progress:
             print(f"  [{NAME}] deep run '{run.label}' done", flush=True)
     return runs, checks + gd_checks
+
+
+def rescaled_run(cfg: Config, model: DeepFCN, data: Dataset, main: DeepRun) -> DeepRun:
+    """The main net with every layer of θ(0) multiplied by c (the same random draws), so
+    that its initial logits meet Theorem 1's reconstructed hypothesis: c^r·2·max|f^(0)|
+    = `cfg.rescaled_spread`·δ, trained the same way (exact flow to `deep_t1`, companion
+    solve). Kaiming × δ^{1/r} fixes 2·max|f^(0)|/δ (≈ 1.42 on the default net), so no δ
+    meets the hypothesis; scaling the layers by c is scaling the output scale δ by c^r
+    while the theorem's δ stays `cfg.deep_delta`: the run's `model` keeps that δ."""
+    spread = init_spread(main)
+    c = (cfg.rescaled_spread * model.delta / spread) ** (1.0 / model.depth)
+    drawn = dataclasses.replace(model, delta=model.delta * c**model.depth)
+    run = train_deep(
+        drawn,
+        data,
+        seed=cfg.seed,
+        t1=cfg.deep_t1,
+        method="flow",
+        cfg=cfg,
+        label=f"{main.label}, {RESCALED_LABEL}",
+        global_error=True,
+    )
+    run.traj.config["experiment"]["init_rescale"] = {
+        "c": c,
+        "theorem_delta": model.delta,
+        "output_scale": drawn.delta,
+        "spread_before": spread,
+    }
+    twin = run.companion
+    run = dataclasses.replace(run, model=model)
+    if twin is not None:
+        run.companion = dataclasses.replace(twin, model=model)
+    return run
 
 
 def _relu_runs(
