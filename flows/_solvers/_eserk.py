@@ -127,8 +127,11 @@ class ESERK4(AbstractStabilizedSolver):
       err/rtol 0.004 with 200, 0.14 with 600).
 
     - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5, whose error is reported
-      to the controller as e^{4/5}; needs `tolerances`) or 'none' (default: ESERK4 with s ≥ 2
-      everywhere). `flows.simulate(solver='eserk4')` uses 'tsit5'.
+      to the controller as e^{4/5}; needs `tolerances`), 'none' (ESERK4 with s ≥ 2
+      everywhere) or 'auto' (default: 'tsit5' when `tolerances` are given, else 'none').
+      `ESERK4(tolerances=(rtol, atol))` is `make_solver('eserk4', rtol, atol)`, what
+      `flows.simulate(solver='eserk4')` uses; in diffrax directly, give it the
+      controller's (`RKC2`, `tolerances`, says why they are not taken from it).
     - No tolerance transformation (`proportional` has no effect): the fourth-order solution
       is propagated and the estimate is O(h⁴), so the global error already follows rtol.
       The estimate (the third-order combination's error) is reported × 0.05: it
@@ -139,10 +142,11 @@ class ESERK4(AbstractStabilizedSolver):
     included).
     """
 
-    nonstiff: str = eqx.field(static=True, default="none")
+    nonstiff: str = eqx.field(static=True, default="auto")
     max_stages: int = eqx.field(static=True, default=ESERK_MAX_STAGES)
 
     _nonstiff_methods: ClassVar[tuple[str, ...]] = ("tsit5", "none")
+    _bare_nonstiff: ClassVar[str] = "none"
     _nonstiff_max_hrho: ClassVar[float] = _ESERK_NONSTIFF_MAX_HRHO
 
     def order(self, terms):

@@ -110,12 +110,14 @@ class RKC2(AbstractStabilizedSolver):
     for the minimum s = 2: the step is limited by accuracy, not stability, and a
     second-order method is the wrong tool. Such a step is taken instead by
 
-    - `'bs3'` (default): diffrax's `Bosh3`, the Bogacki–Shampine 3(2) pair (3 evaluations,
-      FSAL; third-order solution, the embedded second-order one gives an O(h³) error
-      estimate, so `error_order` = 3 holds for both kinds of step and the controller needs
-      nothing more; real stability interval [−2.51, 0] ⊃ [−h ρ, 0]);
-    - `'tsit5'`: diffrax's `Tsit5`, Tsitouras 5(4) (6 evaluations, FSAL). Its error
-      estimate is O(h⁵), but the controller applies one `error_order` (3) to every step,
+    - `'bs3'` (the default without `tolerances`): diffrax's `Bosh3`, the
+      Bogacki–Shampine 3(2) pair (3 evaluations, FSAL; third-order solution, the
+      embedded second-order one gives an O(h³) error estimate, so `error_order` = 3
+      holds for both kinds of step and the controller needs nothing more; real stability
+      interval [−2.51, 0] ⊃ [−h ρ, 0]);
+    - `'tsit5'` (the default with `tolerances`): diffrax's `Tsit5`, Tsitouras 5(4) (6
+      evaluations, FSAL). Its error estimate is O(h⁵), but the controller applies one
+      `error_order` (3) to every step,
       so the step reports its error e (in the controller's norm) as e^{3/5}: accepted iff
       e ≤ 1, and the PID controller's factor e^{−1/3·3/5} = e^{−1/5} is Tsit5's own. That needs the
       controller's `tolerances=(rtol, atol)` and its norm (`error_norm`), which is what
@@ -174,11 +176,19 @@ class RKC2(AbstractStabilizedSolver):
     - `rho_safety`: factor applied to the power-iteration estimate (default 1.2).
     - `rho_floor`: added to the estimate (default 1e-8) so ρ stays positive even where the
       Jacobian (numerically) vanishes.
-    - `nonstiff`: the method of the non-stiff steps (h ρ < 1.95): 'bs3' (default),
-      'tsit5' (needs `tolerances`) or 'none' (plain RKC2); see above.
+    - `nonstiff`: the method of the non-stiff steps (h ρ < 1.95): 'auto' (default:
+      'tsit5' when `tolerances` are given, else 'bs3'), 'bs3', 'tsit5' (needs
+      `tolerances`) or 'none' (plain RKC2); see above.
     - `tolerances`: `(rtol, atol)` of the `diffrax.PIDController` the solve uses (needed
       for `nonstiff='tsit5'` and for the tolerance-proportional control; numbers or JAX
-      scalars).
+      scalars). **Used directly in diffrax, pass the controller's**:
+      `RKC2(tolerances=(rtol, atol))` is `flows.make_solver('rkc', rtol, atol)` (same
+      steps and error). diffrax hands a controller's tolerances only to an
+      `AbstractImplicitSolver` (its `root_finder`), a marker that would make
+      `ConstantStepSize` refuse a bare RKC2 and the toolkit treat it as a dense-Jacobian
+      solver; so a bare `RKC2()` has none: fine with `ConstantStepSize`, but under a
+      `PIDController` it is plain local error control, 23–110 × rtol at rtol 1e-8
+      (`benchmarks/results/bare_contract.md`).
     - `proportional`: with `tolerances`, control the RKC steps to rtol·sqrt(rtol/1e-3)
       (default True; False: plain local error control).
     - `predictive_switch`: with `tolerances` and a non-stiff method, cap the step size

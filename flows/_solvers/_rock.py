@@ -466,18 +466,22 @@ class ROCK4(AbstractStabilizedSolver):
 
     - `max_stages`: default 292 (the largest derived degree; h ρ ≤ ℓ_292 ≈ 2.7·10⁴ per
       (sub-)step). Degrees are 5…20 and then ~6 % apart (`ROCK4_DEGREES`).
-    - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5; needs `tolerances`) or
-      'none' (default: ROCK4 steps everywhere, s ≥ 5).
+    - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5; needs `tolerances`),
+      'none' (ROCK4 steps everywhere, s ≥ 5) or 'auto' (default: 'tsit5' when
+      `tolerances` are given, else 'none'). In diffrax directly, give it the
+      controller's: `ROCK4(tolerances=(rtol, atol))` is `make_solver('rock4', rtol, atol)`
+      (`RKC2`, `tolerances`, says why they are not taken from the controller).
     - No tolerance transformation (`proportional` has no effect): the fourth-order
       solution is propagated with an O(h⁴) estimate.
 
     Order 4, `error_order` 4.
     """
 
-    nonstiff: str = eqx.field(static=True, default="none")
+    nonstiff: str = eqx.field(static=True, default="auto")
     max_stages: int = eqx.field(static=True, default=ROCK4_DEGREES[-1])
 
     _nonstiff_methods: ClassVar[tuple[str, ...]] = ("tsit5", "none")
+    _bare_nonstiff: ClassVar[str] = "none"
     _nonstiff_max_hrho: ClassVar[float] = _ROCK4_NONSTIFF_MAX_HRHO
 
     def __check_init__(self):

@@ -70,7 +70,9 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
     rho_safety: float = 1.2
     rho_floor: float = 1e-8
     spectral_radius: Callable[[Any, Any, Any], Any] | None = None
-    nonstiff: str = eqx.field(static=True, default="bs3")
+    # "auto": 'tsit5' when `tolerances` are given (the toolkit's `make_solver` object),
+    # else `_bare_nonstiff` (no method needs tolerances there); see `__post_init__`
+    nonstiff: str = eqx.field(static=True, default="auto")
     tolerances: tuple[Any, Any] | None = None
     proportional: bool = eqx.field(static=True, default=True)
     error_norm: str = eqx.field(static=True, default="rms")
@@ -79,6 +81,8 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
     # --- what a member provides -------------------------------------------------------
 
     _nonstiff_methods: ClassVar[tuple[str, ...]] = NONSTIFF_METHODS
+    # `nonstiff='auto'` without `tolerances` (Tsit5 steps need them)
+    _bare_nonstiff: ClassVar[str] = "bs3"
     _nonstiff_max_hrho: ClassVar[float] = _NONSTIFF_MAX_HRHO
     # exponent q of the tolerance transformation: the stabilized steps' error is
     # multiplied by (rtol / _PROP_RTOL)^(−q) when `tolerances` is given and `proportional`
@@ -114,6 +118,16 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         raise NotImplementedError
 
     # --- checks ------------------------------------------------------------------------
+
+    def __post_init__(self):
+        # `nonstiff='auto'`: given the controller's tolerances, the class is the toolkit's
+        # solver (`make_solver`: Tsit5 non-stiff steps, the same steps and error); without
+        # them, the non-stiff method that needs none (RKC2: Bogacki–Shampine; ROCK4,
+        # ESERK4: none). They are not taken from the controller: diffrax does that only
+        # for an `AbstractImplicitSolver`, a marker that would make `ConstantStepSize`
+        # refuse a bare class and the toolkit treat it as a dense-Jacobian solver.
+        if self.nonstiff == "auto":
+            self.nonstiff = "tsit5" if self.tolerances is not None else self._bare_nonstiff
 
     def __check_init__(self):
         if self.max_stages < 2:
