@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _matrix import default_and_ci
 
 import flows
 from flows import Check
@@ -62,6 +63,7 @@ def one_error_line(err: str) -> str:
 # --- crashes ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e  # a whole simulate traced with jit disabled: about a minute
 def test_jit_disabled_runs_compiled_with_one_warning(tmp_path, capsys):
     """`JAX_DISABLE_JIT=1 flows simulate …` ended in "Disable jit is not supported in the
     AOT path"; it runs (compiled: the command line runs no user code to debug)."""
@@ -73,6 +75,7 @@ def test_jit_disabled_runs_compiled_with_one_warning(tmp_path, capsys):
     assert (tmp_path / "o" / "trajectory.nc").is_file()
 
 
+@pytest.mark.e2e  # compiles a program of its own (--no-cache)
 def test_deep_linear_with_one_output_runs(tmp_path, capsys):
     """`--d-in 1 --d-out 1 --h 1 --n 2` crashed ("not enough values to unpack"): the
     teacher's (n, 1) targets were flattened to (n,), and ŷ − y would broadcast to n × n."""
@@ -118,12 +121,13 @@ def test_a_refused_path_is_named_with_its_cause():
     assert path_refusal(OSError(errno.ENAMETOOLONG, "too long")) is None  # no path: no claim
 
 
+_UNDECODABLE = (b"run\xff\xfe", {}, "run\ufffd\ufffd")  # bytes no locale decodes
+_C_LOCALE = ("café".encode(), {"LC_ALL": "C", "PYTHONUTF8": "0"}, "café")  # read as ASCII
+
+
 @pytest.mark.parametrize(
     "name, env, shown",
-    [
-        (b"run\xff\xfe", {}, "run\ufffd\ufffd"),  # bytes no locale decodes
-        ("café".encode(), {"LC_ALL": "C", "PYTHONUTF8": "0"}, "café"),  # read as ASCII
-    ],
+    default_and_ci([_UNDECODABLE, _C_LOCALE], default=[_UNDECODABLE], unpack=True),
     ids=["undecodable", "c-locale"],
 )
 def test_an_out_with_undecodable_bytes_writes_both_files(name, env, shown, tmp_path):

@@ -479,6 +479,19 @@ def test_piped_check_prints_one_line_per_claim(tmp_path, fake_runs, capsys, monk
     assert "| verdict" in capsys.readouterr().out
 
 
+def test_every_verdict_kind_prints_in_every_layout():
+    """One row of each verdict kind (`VERDICTS`) through every text layout (a kind without
+    its mark once crashed the piped output at the end of a 13-minute check)."""
+    from flows.claims._checks import VERDICTS
+
+    base = _checks()[0]
+    rows = [dataclasses.replace(base, verdict=v) for v in VERDICTS]
+    for fmt in ("auto", "wide", "compact", "lines"):
+        text = format_checks(rows, fmt, 100)
+        for v in VERDICTS:
+            assert v.upper() in text.upper(), (fmt, v)
+
+
 def test_lines_layout_keeps_each_row_on_one_line():
     table = format_checks(_checks(), "lines")
     lines = table.splitlines()

@@ -116,7 +116,7 @@ def test_default_outside_or_at_the_edge_is_said():
     assert out.verdict == HOLDS and not out.values["default_inside"]
     assert "outside the window" in out.reason
     edge = window(parts, default=0.3 + 1e-3).judge()
-    assert not edge.values["default_inside"] and "at the window's edge" in edge.reason
+    assert not edge.values["default_inside"] and "inside the window but at its edge" in edge.reason
 
 
 def test_nan_margins_do_not_hold():

@@ -388,7 +388,8 @@ def error_note(row: Mapping) -> str:
     if "companion_verdict" in values and err is None:
         how, other = values.get("error_how", "companion solve"), values["companion_verdict"]
         same = " (the same verdict)" if other == row.get("verdict") else ""
-        parts.append(f"{other!r} on the {how}{same}")
+        the = "" if how.startswith(("every ", "the ", "a ")) else "the "
+        parts.append(f"{other!r} on {the}{how}{same}")
     return "; ".join(parts)
 
 
@@ -486,6 +487,7 @@ _MARK = {
     HOLDS_PERSISTENT: "✓",
     HOLDS_TRANSIENT: "✓",
     FAILS: "✗",
+    FAILS_JOINTLY: "✗",
     NOT_OBSERVED: "✗",
     VACUOUS: "○",
     OUTSIDE_HYPOTHESIS: "–",

@@ -321,12 +321,19 @@ class Window:
                     )
             else:
                 verdict = HOLDS
-                reasons.append(
-                    f"the default {label} = {c.default:g} is "
-                    + ("at the window's edge" if s.clearance >= 0 else "outside the window")
-                    + ": rows judged at the default disagree with the theorem, which holds "
-                    f"for {label} in the window; choose a default inside it"
-                )
+                if s.clearance >= 0:  # inside, but closer to an edge than `clearance`
+                    reasons.append(
+                        f"the default {label} = {c.default:g} is inside the window but at "
+                        f"its edge ({100 * s.clearance:.1f} % of its width from it, less "
+                        f"than {100 * self.clearance:g} %): the rows judged at the default "
+                        "hold with little room"
+                    )
+                else:
+                    reasons.append(
+                        f"the default {label} = {c.default:g} is outside the window: rows "
+                        "judged at the default disagree with the theorem, which holds for "
+                        f"{label} in the window; choose a default inside it"
+                    )
         reasons.append(
             f"window: the {label} where every part's margin is ≥ 0 "
             f"({self.grid}-point {'log ' if self.log else ''}grid, {resolution}, "

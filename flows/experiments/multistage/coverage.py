@@ -127,14 +127,15 @@ COVERAGE: tuple[CoverageEntry, ...] = (
         "Theorem 1 (28)",
         "“max |w_kⁱ(T_p)| ≲ max{m^{−α} log m, m^{−3}(log m)⁶}”",
         CHECKED,
-        rows=("max_{k,i≥2} |w_kⁱ(T_p)| ≲",),
-        note="on the d = 2 sweep (the main run has d = 1).",
+        rows=("max_{k,i≥2} |w_kⁱ(T_p)| ≲", "Theorem 1: one C (the constant of '≲')"),
+        note="on the d = 2 sweep (the main run has d = 1); jointly with (29), one C.",
     ),
     _E(
         "Theorem 1 (29)",
         "“|R(θ(T_p)) − R(θ(0))|/T_p ≲ 1/(m^{2α₁−1} log m)”",
         CHECKED,
-        rows=("plateau: |R(T_p) − R(0)| / T_p ≲",),
+        rows=("plateau: |R(T_p) − R(0)| / T_p ≲", "Theorem 1: one C (the constant of '≲')"),
+        note="jointly with (28): one C for both, its window shown.",
     ),
     _E(
         "Proposition 1 (30)",

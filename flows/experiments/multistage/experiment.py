@@ -55,7 +55,7 @@ from .observables import multistage_observables
 from .runs import descent_time_sweep, run_main, run_target
 from .sweep_checks import check_sweep
 from .trends import attach_trends, check_trends, row_metrics
-from .windows import theorem2_windows
+from .windows import theorem1_window, theorem2_windows
 
 __all__ = ["run", "MultistageExperiment", "EXPERIMENT"]
 
@@ -132,6 +132,7 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     sweep_checks = with_error_bars(sweep_checks, check_sweep(twin_rows, cfg, extensions)[0], how)
     window_checks = with_error_bars(window_checks, theorem2_windows(twin_rows, cfg), how)
     trend_checks = with_error_bars(trend_checks, check_trends(base_twins, cfg, main_c3), how)
+    window_checks.insert(0, theorem1_window(checks + trend_checks, cfg))
     checks = attach_trends(checks, rows, cfg)
     checks = [_split_trend(c, targets, cfg) for c in checks]
     target_checks = [check_targets(targets, cfg)]

@@ -30,7 +30,7 @@ import numpy as np
 from flows import Check, average_decay_rate, first_crossing
 from flows.claims import Constant, Part, Window, edge_trend
 
-from .config import SOURCE, Config
+from .config import LESSSIM_C, SOURCE, Config
 
 __all__ = [
     "MUCH_GREATER",
@@ -43,6 +43,7 @@ __all__ = [
     "theorem2_window_of",
     "largest_reading",
     "measurable_beta",
+    "theorem1_window",
 ]
 
 #: The toolkit's reading of "≫ 1" in Theorem 3 (64): at least this large (`Config.much_greater`
@@ -366,4 +367,75 @@ def theorem2_window_of(r) -> Check:
         resolution=1e-4,
         assumptions=r.assumptions,
         reason="(47)'s second line (wⁱ, i ≥ 2) needs d ≥ 2: on the sweep's rows",
+    ).judge()
+
+
+# ---------------------------------------------------------------------------------------
+# Theorem 1: the C of '≲' over (28) and (29)
+
+#: C is searched on this (log) range: '≲' allows any C > 0, and a C beyond 10³ would make
+#: both bounds hold for numbers three orders above the rates they bound.
+C_RANGE = (1e-3, 1e3)
+
+
+def _finite(x: float | None) -> float:
+    return float(x) if x is not None and math.isfinite(x) else 0.0
+
+
+def theorem1_window(checks: list[Check], cfg: Config) -> Check:
+    """Theorem 1's joint row: one C (the constant of '≲', independent of m) for (28) over
+    the sweep (at its largest width, as its row) and (29) on the main run, from those rows'
+    own numbers — each part holds for C at or above the C it needs, so the window is
+    [the larger of the two, 10³]; where the default C sits in it is said. Not applicable
+    when either part was not measured (d = 1 sweep: no (28))."""
+    claim = f"Theorem 1: one C (the constant of '≲') for (28) and (29) at α = {cfg.alpha}"
+    src = f"{SOURCE} Thm 1"
+    r29 = next((c for c in checks if c.source == f"{SOURCE} Thm 1 (29)"), None)
+    r28 = next(
+        (c for c in checks if c.source == f"{SOURCE} Thm 1 (28)" and "over the sweep" in c.claim),
+        None,
+    )
+    measured = ("holds", "fails")
+    missing = [
+        label
+        for label, r in (("(28) over the sweep", r28), ("(29)", r29))
+        if r is None or r.verdict not in measured
+    ]
+    if missing or r28 is None or r29 is None:
+        return Check.not_applicable(
+            claim, src, f"not measured: {', '.join(missing)} (see those rows)"
+        )
+    v29, b29 = r29.values["rate"], r29.values["bound"]
+    c28 = r28.values["worst_ratio_largest_m"] * r28.values["constant"]
+    # the rows' error bars in units of C (0: not estimated, as `Part` reads it)
+    e29 = _finite(r29.error) / b29
+    e28 = _finite(r28.error)
+    parts = [
+        Part(
+            "(28)",
+            "max_{k,i≥2} |w_kⁱ(T_p)| ≤ C max{m^{-α} ln m, m^{-3}(ln m)⁶} (largest m of the sweep)",
+            lambda C: C - c28,
+            error=e28,
+        ),
+        Part(
+            "(29)",
+            "|R(T_p) − R(0)|/T_p ≤ C/(m^{2α₁−1} ln m) (main run)",
+            lambda C: C - v29 / b29,
+            error=e29,
+        ),
+    ]
+    const = Constant("C", LESSSIM_C, C_RANGE, "the constant hidden in '≲'", "C")
+    return Window(
+        claim,
+        src,
+        const,
+        parts,
+        quote="≲: up to a constant independent of m",
+        grid=61,
+        log=True,
+        resolution=1e-4,
+        assumptions=f"main run m = {cfg.m}; sweep widths {list(cfg.sweep_m)} (d = {cfg.sweep_d})",
+        reason="each part's margin is C minus the C it needs (from its own row); C is "
+        f"searched on [{C_RANGE[0]:g}, {C_RANGE[1]:g}] (log)",
+        values={"C_needed_28": c28, "C_needed_29": v29 / b29},
     ).judge()
