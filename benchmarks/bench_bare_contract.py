@@ -1,16 +1,19 @@
 """The tolerance contract of the solver classes used directly in diffrax (issue 49, item 2).
 
 A user who writes `diffrax.diffeqsolve(ODETerm(f), flows.RKC2(), …,
-stepsize_controller=diffrax.PIDController(rtol, atol))` gets a solver object other than
-the one `flows.simulate` builds (`flows.make_solver`: Tsit5 non-stiff steps, the
-controller's tolerances and error norm). This measures err/rtol and evaluations of
+stepsize_controller=diffrax.PIDController(rtol, atol))` gets the solver `flows.simulate`
+builds (`flows.make_solver`: Tsit5 non-stiff steps, the controller's tolerances and error
+norm): diffrax hands the class the controller's tolerances as it does to its implicit
+solvers (`AbstractStabilizedSolver`). This measures err/rtol and evaluations of
 
 - `bare`: the class with no arguments, as in the line above;
-- `given`: the class given the controller's tolerances, `Cls(tolerances=(rtol, atol))`
-  (what the docs ask a direct user to write);
-- `toolkit`: its `make_solver` twin,
+- `given`: the class given the controller's tolerances, `Cls(tolerances=(rtol, atol))`;
+- `toolkit`: its `make_solver` twin;
+- `no-tol`: the class with a non-stiff method that needs no tolerances and so takes none
+  (`RKC2(nonstiff='bs3')`, `ROCK4(nonstiff='none')`, `ESERK4(nonstiff='none')`): plain
+  local error control, what a bare class was before it took the controller's,
 
-all three with the same plain `diffrax.PIDController(rtol, atol = 1e-3 rtol)` and
+all four with the same plain `diffrax.PIDController(rtol, atol = 1e-3 rtol)` and
 `dt0=None` (diffrax's first step), on the heat equation and two more problems of
 `benchmarks/work_precision/stiff.py`, rtol 1e-3 … 1e-8. One compilation per (variant,
 problem): rtol and atol are traced.
@@ -48,7 +51,9 @@ CLASSES = {"rkc": "RKC2", "rock4": "ROCK4", "eserk4": "ESERK4"}
 #: problem key → size (heat N = 200 is the issue's case; the tests use the smaller ones)
 SIZES = {"heat": dict(n=200), "brusselator": dict(n=40), "quartic": dict(d=50)}
 QUICK_SIZES = {"heat": dict(n=100), "brusselator": dict(n=40), "quartic": dict(d=50)}
-VARIANTS = ("bare", "given", "toolkit")
+VARIANTS = ("bare", "given", "toolkit", "no-tol")
+#: the non-stiff method that needs no tolerances (`no-tol`)
+NO_TOL_NONSTIFF = {"rkc": "bs3", "rock4": "none", "eserk4": "none"}
 
 
 def stiff_module():
@@ -73,6 +78,8 @@ def build(variant: str, name: str, rtol, atol):
         return cls(tolerances=(rtol, atol))
     if variant == "toolkit":
         return flows.make_solver(name, 1e-6, 1e-9)
+    if variant == "no-tol":
+        return cls(nonstiff=NO_TOL_NONSTIFF[name])
     raise ValueError(variant)
 
 
@@ -178,7 +185,11 @@ def _write(out_dir: Path, results: dict, quick: bool) -> None:
         "`diffrax.PIDController(rtol, atol=1e-3 rtol)` and `dt0=None`. Rows: `bare` the "
         "class with no arguments (`flows.RKC2()`), `given` the class given the "
         "controller's tolerances (`flows.RKC2(tolerances=(rtol, atol))`), `toolkit` its "
-        "`make_solver` twin (what `flows.simulate` uses). **Bold**: outside the band "
+        "`make_solver` twin (what `flows.simulate` uses), `no-tol` the class with a "
+        "non-stiff method that takes no tolerances (`RKC2(nonstiff='bs3')`, "
+        "`ROCK4(nonstiff='none')`, `ESERK4(nonstiff='none')`: plain local error control, "
+        "what a bare class was before it took the controller's tolerances). `bare`, "
+        "`given` and `toolkit` take the same steps. **Bold**: outside the band "
         f"err/rtol ∈ [{BAND[0]:g}, {BAND[1]:g}]. Last column: accepted (rejected) steps "
         "at the loosest and the tightest rtol.",
         "",

@@ -91,7 +91,7 @@ def test_one_step_is_the_stability_polynomial():
     z = -np.linspace(0.0, ell, 401)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, y, lam: lam * y),
-        ROCK4(spectral_radius=lambda t, y, a: rho),
+        ROCK4(spectral_radius=lambda t, y, a: rho, nonstiff="none"),
         0.0,
         1.0,
         1.0,
@@ -125,7 +125,7 @@ def test_eval_counts_of_a_step():
     `init`: s = 5 here."""
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, y, a: -y),
-        ROCK4(spectral_radius=lambda t, y, a: 0.9),
+        ROCK4(spectral_radius=lambda t, y, a: 0.9, nonstiff="none"),
         0.0,
         1.0,
         1.0,
@@ -170,7 +170,7 @@ def test_steps_beyond_the_largest_degree_are_split_into_sub_steps():
     z = -np.linspace(0.0, rho, 301)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(lambda t, y, lam: lam * y),
-        ROCK4(spectral_radius=lambda t, y, a: rho, max_stages=10),
+        ROCK4(spectral_radius=lambda t, y, a: rho, max_stages=10, nonstiff="none"),
         0.0,
         1.0,
         1.0,

@@ -127,11 +127,12 @@ class ESERK4(AbstractStabilizedSolver):
       err/rtol 0.004 with 200, 0.14 with 600).
 
     - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5, whose error is reported
-      to the controller as e^{4/5}; needs `tolerances`), 'none' (ESERK4 with s ≥ 2
-      everywhere) or 'auto' (default: 'tsit5' when `tolerances` are given, else 'none').
-      `ESERK4(tolerances=(rtol, atol))` is `make_solver('eserk4', rtol, atol)`, what
-      `flows.simulate(solver='eserk4')` uses; in diffrax directly, give it the
-      controller's (`RKC2`, `tolerances`, says why they are not taken from it).
+      to the controller as e^{4/5}; needs tolerances), 'none' (ESERK4 with s ≥ 2
+      everywhere) or 'auto' (default: 'tsit5' when tolerances are there, else 'none').
+      Without `tolerances` it takes the adaptive controller's (`RKC2`, `tolerances`):
+      `ESERK4()` under `diffrax.PIDController(rtol, atol)` is `make_solver('eserk4',
+      rtol, atol)`, what `flows.simulate(solver='eserk4')` uses; with
+      `ConstantStepSize`, give `nonstiff='none'`.
     - No tolerance transformation (`proportional` has no effect): the fourth-order solution
       is propagated and the estimate is O(h⁴), so the global error already follows rtol.
       The estimate (the third-order combination's error) is reported × 0.05: it

@@ -9,7 +9,8 @@ vector-field evaluations: evaluations per unit time grow like sqrt(ρ) instead o
 
 `RKC2` is the method of the RKC code (Sommeijer, Shampine & Verwer 1997) written as a
 `diffrax.AbstractAdaptiveSolver`, so it plugs into `diffrax.diffeqsolve` with
-`diffrax.PIDController` or `diffrax.ConstantStepSize`. Steps that are not
+`diffrax.PIDController` (whose tolerances it takes) or `diffrax.ConstantStepSize` (with
+`nonstiff='bs3'` or `'none'`, which need none). Steps that are not
 stability-limited (h ρ < 1.95) are taken by a non-stiff method instead (Bogacki–Shampine
 3(2) or Tsit5; `RKC2.nonstiff`), so a flow with a fast accuracy-limited phase followed by
 a stiff plateau gets the right tool for each.
@@ -98,9 +99,10 @@ class RKC2(AbstractStabilizedSolver):
     **Error control and tolerance proportionality.** With local error control a method of
     order p has global error ∝ tol^{p/(p+1)}: for RKC2, tol^{2/3} (measured: rtol^0.6 on
     the heat equation, the Brusselator and a quartic flow, err/rtol from 0.3–1 at rtol 1e-3
-    to 23–57 at 1e-8). When `tolerances=(rtol, atol)` is given and `proportional` (the
-    default), the error of the RKC steps is multiplied by sqrt(1e-3 / rtol), i.e. they are
-    controlled to tol′ = rtol·sqrt(rtol/1e-3) ∝ rtol^{3/2}, so the global error ∝ tol′^{2/3}
+    to 23–57 at 1e-8). When tolerances are there (given, or the controller's) and
+    `proportional` (the default), the error of the RKC steps is multiplied by
+    sqrt(1e-3 / rtol), i.e. they are controlled to tol′ = rtol·sqrt(rtol/1e-3) ∝
+    rtol^{3/2}, so the global error ∝ tol′^{2/3}
     ∝ rtol (the tolerance transformation of RADAU5, which controls to rtol^{2/3} for the
     same reason). Measured err/rtol: `benchmarks/results/work_precision_stiff.md`. The
     non-stiff (Bogacki–Shampine, Tsit5) steps propagate their higher-order solution and
@@ -110,22 +112,22 @@ class RKC2(AbstractStabilizedSolver):
     for the minimum s = 2: the step is limited by accuracy, not stability, and a
     second-order method is the wrong tool. Such a step is taken instead by
 
-    - `'bs3'` (the default without `tolerances`): diffrax's `Bosh3`, the
+    - `'bs3'` (the default without tolerances): diffrax's `Bosh3`, the
       Bogacki–Shampine 3(2) pair (3 evaluations, FSAL; third-order solution, the
       embedded second-order one gives an O(h³) error estimate, so `error_order` = 3
       holds for both kinds of step and the controller needs nothing more; real stability
       interval [−2.51, 0] ⊃ [−h ρ, 0]);
-    - `'tsit5'` (the default with `tolerances`): diffrax's `Tsit5`, Tsitouras 5(4) (6
+    - `'tsit5'` (the default with tolerances, given or the controller's): diffrax's
+      `Tsit5`, Tsitouras 5(4) (6
       evaluations, FSAL). Its error estimate is O(h⁵), but the controller applies one
       `error_order` (3) to every step,
       so the step reports its error e (in the controller's norm) as e^{3/5}: accepted iff
       e ≤ 1, and the PID controller's factor e^{−1/3·3/5} = e^{−1/5} is Tsit5's own. That needs the
-      controller's `tolerances=(rtol, atol)` and its norm (`error_norm`), which is what
-      `flows.simulate` uses (and passes);
+      controller's tolerances and its norm, which diffrax passes (see `tolerances`);
     - `'none'`: plain RKC2 everywhere (the tests of its order and stability polynomial use
       it).
 
-    **Predictive switch** (`predictive_switch`, with `tolerances`). The RKC steps are
+    **Predictive switch** (`predictive_switch`, with tolerances). The RKC steps are
     controlled to the transformed tolerance, the non-stiff steps to rtol itself, so near
     the switch the two would alternate (an RKC step past the switch fails, the controller
     goes back, and again). After each accepted non-stiff step, RKC's estimator on that
@@ -157,7 +159,7 @@ class RKC2(AbstractStabilizedSolver):
     symmetric Jacobian, ≈ |λ| > ρ when an unstable mode λ dominates the increment — and
     whether y₁ is finite. If y₁ is not finite, or h × the quotient exceeds the step's
     stability bound (h ρ for a stabilized step, 2.5 for a non-stiff one) by 10 % and (when
-    `tolerances` are given) the step would be rejected (a non-autonomous field makes the
+    tolerances are there) the step would be rejected (a non-autonomous field makes the
     secant large as well; an accepted step is kept), the step is recomputed once with a
     fresh estimate (`init_power_iters` power iterations started from y₁ − y₀, never below
     the ρ used; with `spectral_radius` given: ≥ 2 ρ and ≥ `rho_safety` × the secant), and
@@ -177,18 +179,21 @@ class RKC2(AbstractStabilizedSolver):
     - `rho_floor`: added to the estimate (default 1e-8) so ρ stays positive even where the
       Jacobian (numerically) vanishes.
     - `nonstiff`: the method of the non-stiff steps (h ρ < 1.95): 'auto' (default:
-      'tsit5' when `tolerances` are given, else 'bs3'), 'bs3', 'tsit5' (needs
-      `tolerances`) or 'none' (plain RKC2); see above.
-    - `tolerances`: `(rtol, atol)` of the `diffrax.PIDController` the solve uses (needed
-      for `nonstiff='tsit5'` and for the tolerance-proportional control; numbers or JAX
-      scalars). **Used directly in diffrax, pass the controller's**:
-      `RKC2(tolerances=(rtol, atol))` is `flows.make_solver('rkc', rtol, atol)` (same
-      steps and error). diffrax hands a controller's tolerances only to an
-      `AbstractImplicitSolver` (its `root_finder`), a marker that would make
-      `ConstantStepSize` refuse a bare RKC2 and the toolkit treat it as a dense-Jacobian
-      solver; so a bare `RKC2()` has none: fine with `ConstantStepSize`, but under a
-      `PIDController` it is plain local error control, 23–110 × rtol at rtol 1e-8
-      (`benchmarks/results/bare_contract.md`).
+      'tsit5' when tolerances are there — given, or the controller's — else 'bs3'),
+      'bs3', 'tsit5' (needs tolerances) or 'none' (plain RKC2); see above.
+    - `tolerances`: `(rtol, atol)` of the step-size controller (used by `nonstiff='tsit5'`
+      and the tolerance-proportional control; numbers or JAX scalars). By default (None,
+      with `nonstiff` 'auto' or 'tsit5') they are **taken from the controller**: diffrax
+      hands an adaptive controller's rtol, atol and norm to the solver as it does to its
+      implicit solvers (the `root_finder` field, `flows._solvers._stabilized_parts.
+      ControllerTolerances`), so `RKC2()` under `diffrax.PIDController(rtol, atol)` is
+      `flows.make_solver('rkc', rtol, atol)` (same steps and error,
+      `benchmarks/results/bare_contract.md`), with the controller's norm if it is
+      `optimistix.rms_norm` or `max_norm` (else `error_norm`). With `ConstantStepSize`
+      diffrax then refuses it and asks for an adaptive controller (as for `Kvaerno5`):
+      give `nonstiff='bs3'` or `'none'`, which take no tolerances (as before: plain local
+      error control, 23–110 × rtol at rtol 1e-8 under a `PIDController`). Tolerances
+      given here take precedence over the controller's: give the controller's.
     - `proportional`: with `tolerances`, control the RKC steps to rtol·sqrt(rtol/1e-3)
       (default True; False: plain local error control).
     - `predictive_switch`: with `tolerances` and a non-stiff method, cap the step size

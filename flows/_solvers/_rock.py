@@ -466,11 +466,12 @@ class ROCK4(AbstractStabilizedSolver):
 
     - `max_stages`: default 292 (the largest derived degree; h ρ ≤ ℓ_292 ≈ 2.7·10⁴ per
       (sub-)step). Degrees are 5…20 and then ~6 % apart (`ROCK4_DEGREES`).
-    - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5; needs `tolerances`),
-      'none' (ROCK4 steps everywhere, s ≥ 5) or 'auto' (default: 'tsit5' when
-      `tolerances` are given, else 'none'). In diffrax directly, give it the
-      controller's: `ROCK4(tolerances=(rtol, atol))` is `make_solver('rock4', rtol, atol)`
-      (`RKC2`, `tolerances`, says why they are not taken from the controller).
+    - `nonstiff`: 'tsit5' (steps with h ρ < 2.5 by diffrax's Tsit5; needs tolerances),
+      'none' (ROCK4 steps everywhere, s ≥ 5) or 'auto' (default: 'tsit5' when tolerances
+      are there, else 'none'). Without `tolerances` it takes the adaptive controller's
+      (`RKC2`, `tolerances`): `ROCK4()` under `diffrax.PIDController(rtol, atol)` is
+      `make_solver('rock4', rtol, atol)`; with `ConstantStepSize`, give
+      `nonstiff='none'`.
     - No tolerance transformation (`proportional` has no effect): the fourth-order
       solution is propagated with an O(h⁴) estimate.
 

@@ -36,6 +36,7 @@ from ._stabilized_parts import (
     _PROP_RTOL,
     ERROR_NORMS,
     NONSTIFF_METHODS,
+    ControllerTolerances,
     RKCState,
     _error_norm,
     _hermite_k,
@@ -45,10 +46,16 @@ from ._stabilized_parts import (
     rkc_eval_counts,
 )
 
-__all__ = ["ERROR_NORMS", "AbstractStabilizedSolver", "RKCState", "rkc_eval_counts"]
+__all__ = [
+    "ERROR_NORMS",
+    "AbstractStabilizedSolver",
+    "ControllerTolerances",
+    "RKCState",
+    "rkc_eval_counts",
+]
 
 
-class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
+class AbstractStabilizedSolver(diffrax.AbstractImplicitSolver, diffrax.AbstractAdaptiveSolver):
     """What the stabilized explicit solvers (`RKC2`, `flows.ESERK4`) share: the spectral
     radius by Hessian-vector (Jacobian-vector) power iteration, the non-stiff switch, steps
     split into sub-steps when h ρ needs more than `max_stages`, a secant check that
@@ -58,7 +65,20 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
     (`_max_hrho`) and its orders; for the predictive switch (`RKC2`), an error estimator
     that needs only a step's end points (`_endpoint_error`) and the evaluations of a
     stabilized step (`_stage_evals`). ESERK4's estimator needs its inner steps, so it has
-    none: its `predictive_switch` does nothing."""
+    none: its `predictive_switch` does nothing.
+
+    The controller's tolerances: without `tolerances` (and with `nonstiff` 'auto' or
+    'tsit5') the solver asks diffrax for the adaptive controller's rtol, atol and norm
+    through the mechanism of diffrax's implicit solvers (a `diffrax.AbstractImplicitSolver`
+    whose `root_finder`, a `ControllerTolerances`, holds diffrax's marker; no root is
+    found and `root_find_max_steps` is unused); so a bare class under a `PIDController`
+    is the toolkit's solver (`make_solver`) at the controller's tolerances, and
+    `ConstantStepSize` gets diffrax's error asking for an adaptive controller (as
+    `Kvaerno5` does) unless `nonstiff` is one that needs no tolerances ('bs3', 'none').
+    diffrax fills them in with `eqx.tree_at` after construction, so the tolerances, the
+    non-stiff method and the norm in use are resolved where they are read (`_tolerances`,
+    `_nonstiff`, `_norm`), at trace time (whether they are there is pytree structure).
+    The toolkit does not count these classes as implicit (`choose.resolve_solver`)."""
 
     term_structure: ClassVar = diffrax.AbstractTerm
     interpolation_cls: ClassVar[Callable[..., _RKCInterpolation]] = _RKCInterpolation
@@ -70,13 +90,17 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
     rho_safety: float = 1.2
     rho_floor: float = 1e-8
     spectral_radius: Callable[[Any, Any, Any], Any] | None = None
-    # "auto": 'tsit5' when `tolerances` are given (the toolkit's `make_solver` object),
-    # else `_bare_nonstiff` (no method needs tolerances there); see `__post_init__`
+    # "auto": 'tsit5' when tolerances are there — given (then set in `__post_init__`: the
+    # toolkit's `make_solver` object) or the controller's — else `_bare_nonstiff`
     nonstiff: str = eqx.field(static=True, default="auto")
     tolerances: tuple[Any, Any] | None = None
     proportional: bool = eqx.field(static=True, default=True)
     error_norm: str = eqx.field(static=True, default="rms")
     predictive_switch: bool = eqx.field(static=True, default=True)
+    # the controller's rtol, atol and norm, filled in by diffrax (see the class docstring);
+    # None: set in `__post_init__`
+    root_finder: ControllerTolerances | None = None  # pyright: ignore[reportIncompatibleVariableOverride]
+    root_find_max_steps: int = eqx.field(static=True, default=0)
 
     # --- what a member provides -------------------------------------------------------
 
@@ -120,14 +144,17 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
     # --- checks ------------------------------------------------------------------------
 
     def __post_init__(self):
-        # `nonstiff='auto'`: given the controller's tolerances, the class is the toolkit's
-        # solver (`make_solver`: Tsit5 non-stiff steps, the same steps and error); without
-        # them, the non-stiff method that needs none (RKC2: Bogacki–Shampine; ROCK4,
-        # ESERK4: none). They are not taken from the controller: diffrax does that only
-        # for an `AbstractImplicitSolver`, a marker that would make `ConstantStepSize`
-        # refuse a bare class and the toolkit treat it as a dense-Jacobian solver.
-        if self.nonstiff == "auto":
-            self.nonstiff = "tsit5" if self.tolerances is not None else self._bare_nonstiff
+        # Given `tolerances`, `nonstiff='auto'` is Tsit5: the class is the toolkit's solver
+        # (`make_solver`, the same object). Without them, 'auto' and 'tsit5' take the
+        # controller's (diffrax fills in the markers); another `nonstiff` takes none, so
+        # `ConstantStepSize` keeps working with it.
+        if self.nonstiff == "auto" and self.tolerances is not None:
+            self.nonstiff = "tsit5"
+        if self.root_finder is None:
+            ask = self.tolerances is None and self.nonstiff in ("auto", "tsit5")
+            self.root_finder = (
+                ControllerTolerances.from_controller() if ask else ControllerTolerances()
+            )
 
     def __check_init__(self):
         if self.max_stages < 2:
@@ -136,17 +163,54 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             raise ValueError(f"`rho_every` must be ≥ 1; got {self.rho_every}.")
         if self.power_iters < 1 or self.init_power_iters < 1:
             raise ValueError("`power_iters` and `init_power_iters` must be ≥ 1.")
-        if self.nonstiff not in self._nonstiff_methods:
+        if self.nonstiff not in ("auto", *self._nonstiff_methods):
             raise ValueError(
-                f"`nonstiff` must be one of {self._nonstiff_methods}; got {self.nonstiff!r}."
+                f"`nonstiff` must be 'auto' or one of {self._nonstiff_methods}; "
+                f"got {self.nonstiff!r}."
             )
         if self.error_norm not in ERROR_NORMS:
             raise ValueError(f"`error_norm` must be one of {ERROR_NORMS}; got {self.error_norm!r}.")
-        if self.nonstiff == "tsit5" and self.tolerances is None:
-            raise ValueError(
-                "`nonstiff='tsit5'` needs `tolerances=(rtol, atol)`, those of the step-size "
-                "controller (its error is rescaled to the controller's error order)."
+        if not isinstance(self.root_finder, ControllerTolerances):
+            raise TypeError(
+                "`root_finder` is where diffrax puts the controller's tolerances (a "
+                "`ControllerTolerances`; leave it unset, give `tolerances` instead); got "
+                f"{type(self.root_finder).__name__}."
             )
+        if (
+            self.nonstiff == "tsit5"
+            and self.tolerances is None
+            and not self.root_finder.waits_for_controller()
+            and self.root_finder.tolerances() is None
+        ):
+            raise ValueError(
+                "`nonstiff='tsit5'` needs tolerances (its error is rescaled to the "
+                "controller's error order): `tolerances=(rtol, atol)`, or the controller's."
+            )
+
+    # --- the tolerances, non-stiff method and norm in use -----------------------------
+
+    def _tolerances(self) -> tuple[Any, Any] | None:
+        """(rtol, atol): those given (`tolerances`), else the adaptive controller's once
+        diffrax has filled them in (`root_finder`), else None."""
+        if self.tolerances is not None:
+            return self.tolerances
+        rf = self.root_finder
+        return rf.tolerances() if isinstance(rf, ControllerTolerances) else None
+
+    def _nonstiff(self) -> str:
+        """The non-stiff method in use: `nonstiff`, with 'auto' resolved to 'tsit5' when
+        tolerances are there (`_tolerances`), else to `_bare_nonstiff`."""
+        if self.nonstiff != "auto":
+            return self.nonstiff
+        return "tsit5" if self._tolerances() is not None else self._bare_nonstiff
+
+    def _norm(self) -> str:
+        """The error norm in use: with the controller's tolerances, its norm where it is
+        `optimistix.rms_norm` or `max_norm`; else `error_norm`."""
+        rf = self.root_finder
+        if self.tolerances is None and isinstance(rf, ControllerTolerances):
+            return rf.norm_name() or self.error_norm
+        return self.error_norm
 
     def func(self, terms, t0, y0, args):
         return terms.vf(t0, y0, args)
@@ -178,9 +242,10 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
 
     def _error_scale(self):
         """Factor on the error of the stabilized steps (tolerance proportionality)."""
-        if self.tolerances is None or not self.proportional or self._prop_exponent == 0.0:
+        tol = self._tolerances()
+        if tol is None or not self.proportional or self._prop_exponent == 0.0:
             return 1.0
-        rtol = jnp.asarray(self.tolerances[0], jnp.result_type(float))
+        rtol = jnp.asarray(tol[0], jnp.result_type(float))
         return (rtol / _PROP_RTOL) ** (-self._prop_exponent)
 
     # --- diffrax interface -------------------------------------------------------------
@@ -222,8 +287,14 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         n_real = jnp.ceil(h * rho / self._max_hrho())
         too_many = n_real > _MAX_SUBSTEPS
         n_sub = jnp.clip(n_real, 1, _MAX_SUBSTEPS).astype(jnp.int32)
-        rows = _NONSTIFF_K_ROWS[self.nonstiff]
-        if self.nonstiff == "none":
+        method, tol, norm = self._nonstiff(), self._tolerances(), self._norm()
+        if method == "tsit5" and tol is None:
+            raise ValueError(
+                "`nonstiff='tsit5'` needs tolerances: give `tolerances=(rtol, atol)` or "
+                "solve with an adaptive step-size controller (diffrax passes its own)."
+            )
+        rows = _NONSTIFF_K_ROWS[method]
+        if method == "none":
             use_nonstiff = jnp.zeros((), bool)
         else:
             use_nonstiff = h * rho < reach
@@ -245,14 +316,14 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             init = (jnp.zeros((), jnp.int32), y0, f0, zeros, jnp.zeros((), jnp.int32))
             _, y1, f1, err, evals = jax.lax.while_loop(lambda c: c[0] < n_sub, body, init)
             err = tree_scale(err, jnp.asarray(scale, fdt))
-            if self.tolerances is not None and self.nonstiff != "none":
+            if tol is not None and method != "none":
                 # A failing stabilized step close to the non-stiff switch: report the error
                 # that makes the controller retry at the switch (h ρ just below it, a
                 # non-stiff step) rather than far below it. Otherwise, with the transformed
                 # tolerance, a failed step near the switch sent h down by up to 5× into
                 # needlessly accurate non-stiff steps (RKC2 on the Brusselator at rtol 1e-7:
                 # err/rtol 4e-6, half the steps rejected).
-                e = _error_norm(err, y0, y1, self.tolerances, self.error_norm)
+                e = _error_norm(err, y0, y1, tol, norm)
                 h_sw = 0.95 * self._nonstiff_max_hrho / jnp.maximum(rho, 1e-300)
                 q = self.error_order(terms)
                 e_target = (0.9 * h / h_sw) ** q  # PID (I) factor 0.9 e^{-1/q} → h_sw
@@ -261,30 +332,21 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             k = _hermite_k(terms.prod(f0, control), terms.prod(f1, control), rows)
             return y1, f1, k, err, evals, jnp.asarray(self._nonstiff_max_hrho, fdt)
 
-        if self.nonstiff == "none":
+        if method == "none":
             y1, f1, k, y_error, evals, next_reach = stabilized()
         else:
 
             def nonstiff():
                 y1, f1, k, err = _nonstiff_step(
-                    self.nonstiff,
-                    terms,
-                    t0,
-                    t1,
-                    y0,
-                    args,
-                    f0,
-                    self.tolerances,
-                    self.error_order(terms),
-                    self.error_norm,
+                    method, terms, t0, t1, y0, args, f0, tol, self.error_order(terms), norm
                 )
                 pred = self._endpoint_error(
                     y0, y1, terms.prod(f0, control), terms.prod(f1, control)
                 )
                 next_reach = jnp.asarray(self._nonstiff_max_hrho, fdt)
-                if self.tolerances is not None and self.predictive_switch and pred is not None:
+                if tol is not None and self.predictive_switch and pred is not None:
                     err, next_reach = self._cap_growth(terms, y0, y1, err, pred, h, rho, scale)
-                evals = jnp.asarray(_NONSTIFF_EVALS[self.nonstiff], jnp.int32)
+                evals = jnp.asarray(_NONSTIFF_EVALS[method], jnp.int32)
                 return y1, f1, k, err, evals, next_reach
 
             # Under vmap with a batched predicate, cond becomes select: both branches run.
@@ -319,19 +381,18 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
         or the reach, the cap at or above 0.95 of them): the step remains accepted."""
         q = self.error_order(terms)
         fdt = jnp.result_type(float)
-        e = _error_norm(err, y0, y1, self.tolerances, self.error_norm)
-        e_stab = self._predict_margin * _error_norm(
-            tree_scale(pred, scale), y0, y1, self.tolerances, self.error_norm
-        )
+        method, tol, norm = self._nonstiff(), self._tolerances(), self._norm()
+        e = _error_norm(err, y0, y1, tol, norm)
+        e_stab = self._predict_margin * _error_norm(tree_scale(pred, scale), y0, y1, tol, norm)
         rho = jnp.maximum(rho, 1e-300)
         h_sw = self._nonstiff_max_hrho / rho
-        h_reach = 0.95 * _NONSTIFF_REACH[self.nonstiff] / rho
+        h_reach = 0.95 * _NONSTIFF_REACH[method] / rho
         h_ns = jnp.minimum(0.9 * h * jnp.where(e > 0, e, 1e-300) ** (-1.0 / q), h_reach)
         h_st = 0.9 * h * jnp.where(e_stab > 0, e_stab, 1e-300) ** (-1.0 / q)
-        rate_ns = h_ns / _NONSTIFF_EVALS[self.nonstiff]
+        rate_ns = h_ns / _NONSTIFF_EVALS[method]
         stab = (h_st >= h_sw) & (h_st / self._stage_evals(h_st * rho) >= rate_ns)
         h_cap = jnp.where(stab, h_st, h_reach)
-        reach = jnp.where(stab, self._nonstiff_max_hrho, _NONSTIFF_REACH[self.nonstiff])
+        reach = jnp.where(stab, self._nonstiff_max_hrho, _NONSTIFF_REACH[method])
         e_cap = jnp.minimum((0.9 * h / h_cap) ** q, 1.0)
         use = (e <= 1.0) & (e > 0) & (e_cap > e)
         err = tree_scale(err, jnp.where(use, e_cap / jnp.where(use, e, 1.0), 1.0))
@@ -414,7 +475,7 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
                 diffrax.RESULTS.successful,
             ),
         )
-        tsit5 = use_nonstiff & (self.nonstiff == "tsit5")
+        tsit5 = use_nonstiff & (self._nonstiff() == "tsit5")
         dense_info = dict(y0=y0, y1=y1, k=k, tsit5=tsit5)
         new_state = RKCState(
             f0=f1,
@@ -460,12 +521,11 @@ class AbstractStabilizedSolver(diffrax.AbstractAdaptiveSolver):
             # ≈ 3.3), with a 10 % margin (the quotient is only an estimate)
             bound = jnp.where(out[5], jnp.maximum(h * rho_i, 2.5), h * rho_i)
             suspect = h * _secant(y0, f0, y1, f1, fdt) > 1.1 * bound
-            if self.tolerances is not None:
+            tol = self._tolerances()
+            if tol is not None:
                 # a step the controller accepts is kept (a non-autonomous field also
                 # makes the secant large); only a failing one may be unstable
-                suspect = suspect & (
-                    _error_norm(err, y0, y1, self.tolerances, self.error_norm) > 1.0
-                )
+                suspect = suspect & (_error_norm(err, y0, y1, tol, self._norm()) > 1.0)
             redo = bad | suspect
             return i + 1, rho_i, v_i, jvps, redo, out
 

@@ -10,6 +10,8 @@ import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import jax.tree_util as jtu
+import optimistix as optx
+from diffrax._root_finder import use_stepsize_tol
 from jaxtyping import Array, PyTree
 
 from .._trees import tree_norm, tree_scale
@@ -135,6 +137,44 @@ def _hermite_k(hf0, hf1, rows: int):
 #: use (`error_norm`): 'rms' (diffrax's default, `optimistix.rms_norm`) or 'max'
 #: (`optimistix.max_norm`).
 ERROR_NORMS = ("rms", "max")
+_NORM_NAMES = ((optx.rms_norm, "rms"), (optx.max_norm, "max"))
+
+
+class ControllerTolerances(eqx.Module):
+    """The step-size controller's rtol, atol and norm, as a stabilized solver's
+    `root_finder`: diffrax (`diffeqsolve`) replaces each of them that is
+    `diffrax`'s marker `use_stepsize_tol` by the adaptive controller's (the mechanism
+    that gives its implicit solvers their Newton tolerances), and refuses a non-adaptive
+    controller while a marker is left. None: not taken from the controller. No root is
+    found: the field only carries them."""
+
+    rtol: Any = None
+    atol: Any = None
+    norm: Any = None
+
+    @classmethod
+    def from_controller(cls) -> ControllerTolerances:
+        """All three to be taken from the controller (diffrax's markers)."""
+        return cls(use_stepsize_tol, use_stepsize_tol, use_stepsize_tol)
+
+    def tolerances(self) -> tuple[Any, Any] | None:
+        """(rtol, atol) once diffrax has filled them in, else None."""
+        if _is_value(self.rtol) and _is_value(self.atol):
+            return self.rtol, self.atol
+        return None
+
+    def norm_name(self) -> str | None:
+        """The `ERROR_NORMS` name of the filled-in norm (None: not filled in, or another
+        norm than `optimistix.rms_norm` / `optimistix.max_norm`)."""
+        return next((name for fn, name in _NORM_NAMES if self.norm is fn), None)
+
+    def waits_for_controller(self) -> bool:
+        """Whether diffrax is still to fill in one of them (a marker is left)."""
+        return any(v is use_stepsize_tol for v in (self.rtol, self.atol, self.norm))
+
+
+def _is_value(x) -> bool:
+    return x is not None and x is not use_stepsize_tol
 
 
 def _error_norm(y_error, y0, y1, tolerances, norm: str = "rms") -> Array:

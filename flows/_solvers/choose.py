@@ -144,7 +144,8 @@ class SolverChoice:
       as an object that equals a named one is recorded under the name), else the class
       name (e.g. 'RKC2' for an RKC2 with other settings).
     - `solver`: the diffrax solver object. `requested`: what the caller passed, as text.
-    - `implicit`: a `diffrax.AbstractImplicitSolver` (dense Jacobian: small problems).
+    - `implicit`: an implicit solver (`is_implicit`; dense Jacobian unless matrix-free:
+      small problems).
     - `evals_per_step`: vector-field evaluations per step when they follow from the step
       count (`EVALS_PER_STEP`), else None.
     - `key`: hashable description for the compile cache.
@@ -159,6 +160,17 @@ class SolverChoice:
 
     def describe(self) -> dict:
         return describe_solver(self.solver)
+
+
+def is_implicit(solver) -> bool:
+    """Whether the toolkit treats `solver` as implicit (Newton iterations on the field's
+    Jacobian: limited to `MAX_IMPLICIT_PARAMS` unless matrix-free, a higher float32 rtol
+    floor, no loss clock): a `diffrax.AbstractImplicitSolver` other than the stabilized
+    explicit solvers, which are one only so that diffrax hands them the controller's
+    tolerances (`AbstractStabilizedSolver`)."""
+    return isinstance(solver, diffrax.AbstractImplicitSolver) and not isinstance(
+        solver, AbstractStabilizedSolver
+    )
 
 
 def _named(
@@ -247,7 +259,7 @@ def resolve_solver(
             f"`solver` must be 'auto', one of {sorted(SOLVERS)} or a diffrax solver object "
             f"(a diffrax.AbstractSolver, e.g. flows.RKC2()); got {solver!r}."
         )
-    implicit = isinstance(obj, diffrax.AbstractImplicitSolver)
+    implicit = is_implicit(obj)
     if implicit and not is_matrix_free(obj) and n_params > MAX_IMPLICIT_PARAMS:
         raise ConfigError(
             f"solver {name!r} forms the dense {n_params}×{n_params} Hessian; it is limited "

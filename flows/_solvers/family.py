@@ -4,7 +4,6 @@ solves."""
 
 from __future__ import annotations
 
-import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 
@@ -13,7 +12,7 @@ from ._implicit import (
 )
 from ._stabilized import AbstractStabilizedSolver
 from .cache import EvalCounter
-from .choose import solver_key
+from .choose import is_implicit, solver_key
 
 
 def counts_own_evals(solver) -> bool:
@@ -27,7 +26,7 @@ def has_stability_cap(solver) -> bool:
     """Whether the toolkit's first step must respect the solver's stability bound (ρ at θ(0)
     measured for it): the classical explicit solvers. Stabilized solvers estimate ρ
     themselves, implicit ones have no such bound."""
-    return not isinstance(solver, AbstractStabilizedSolver | diffrax.AbstractImplicitSolver)
+    return not (isinstance(solver, AbstractStabilizedSolver) or is_implicit(solver))
 
 
 def runtime_tolerances(tol) -> tuple:
