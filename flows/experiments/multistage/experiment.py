@@ -108,15 +108,12 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
     twin_rows: list[dict] = []  # the sweep's companion solves (tolerances 10× tighter)
     all_rows = descent_time_sweep(cfg, metrics=row_metrics, companion=twin_rows)
     # Theorem 2 (3) extended while undecided and the budget lasts (not under --quick)
-    ext = extend_descent_time(cfg, all_rows, twin_rows, progress=progress)
-    extensions = {} if ext is None else {cfg.extend_alpha: ext}
+    extensions = extend_descent_time(cfg, all_rows, twin_rows, progress=progress)
     ext_wall = sum(r.get("wall_s", 0.0) for r in all_rows if r.get("extension"))
-    if progress and ext is not None:
-        print(
-            f"[multistage] Theorem 2 (3) at α = {cfg.extend_alpha}: {ext.text()} "
-            f"({ext_wall:.0f} s wall)",
-            flush=True,
-        )
+    for alpha, ext in extensions.items() if progress else ():
+        print(f"[multistage] Theorem 2 (3) at α = {alpha}: {ext.text()}", flush=True)
+    if progress and extensions:
+        print(f"[multistage] extensions: {ext_wall:.0f} s wall", flush=True)
     # every other row reads the sweep's own grid
     rows = [r for r in all_rows if not r.get("extension")]
     base_twins = [r for r in twin_rows if not r.get("extension")]
@@ -160,7 +157,8 @@ def run(cfg: Config, out: Path, *, progress: bool = True) -> Report:
                 "main_run_stats": traj.stats,
                 "solver": {"name": cfg.solver, "rtol": cfg.rtol, "atol": cfg.atol},
                 "sweep": all_rows,
-                "extension": None if ext is None else ext.to_dict() | {"wall_s": ext_wall},
+                "extension": {str(a): e.to_dict() for a, e in extensions.items()}
+                | ({"wall_s": ext_wall} if extensions else {}),
                 "sweep_fits": fits,
                 "targets": targets,
                 "wall_s": time.perf_counter() - start,

@@ -1,7 +1,8 @@
-"""Theorem 2 (3) decided by extending the experiment: while the row 'slope of T_d vs ln m
-= (2α−1)/2' at α = `cfg.extend_alpha` is undecided (finite size), the largest width of
-the sweep is doubled and run (every seed, each with its companion solve) as long as the
-predicted cost of the next width fits in `cfg.extend_budget_s` (`flows.claims.extend`).
+"""Theorem 2 (3) decided by extending the experiment: while a row 'slope of T_d vs ln m =
+(2α−1)/2' is undecided (finite size), the largest width of the sweep at its α is doubled
+and run (every seed, each with its companion solve) as long as the predicted cost of the
+next width fits in what is left of `cfg.extend_budget_s` (`flows.claims.extend`), shared
+by every α: α = `cfg.extend_alpha` first, then the others in the sweep's order.
 
 The budget is counted in CPU seconds of this process (`time.process_time`, every thread):
 how far the extension goes, and so the verdict, does not depend on how loaded the machine
@@ -24,15 +25,30 @@ __all__ = ["extend_descent_time"]
 
 def extend_descent_time(
     cfg: Config, rows: list[dict], twin_rows: list[dict], *, progress: bool = False
-) -> Extension | None:
-    """Extend the sweep at α = `cfg.extend_alpha` (rows appended to `rows`, companion
-    rows to `twin_rows`, each marked `extension`); None when there is no budget
-    (`--quick`), the sweep has no such α, or fewer than three widths (the slope row is then
-    not applicable, not a limit to extend). The cost of the next width is the last
-    width's wall time × 2 (a run costs ∝ m)."""
-    alpha = cfg.extend_alpha
-    if cfg.extend_budget_s <= 0 or alpha not in cfg.sweep_alpha or len(set(cfg.sweep_m)) < 3:
-        return None
+) -> dict[float, Extension]:
+    """Extend the sweep at every α whose row is undecided (finite size), α =
+    `cfg.extend_alpha` first, then the others in the sweep's order, all from one budget
+    (`cfg.extend_budget_s` CPU s): rows appended to `rows`, companion rows to `twin_rows`,
+    each marked `extension`. An α the budget no longer reaches gets a record that says so
+    (not extended, what the next width would cost). {} when there is no budget
+    (`--quick`) or fewer than three widths (the slope row is then not applicable, not a
+    limit to extend). The cost of the next width is the last width's CPU time × 2 (a run
+    costs ∝ m)."""
+    if cfg.extend_budget_s <= 0 or len(set(cfg.sweep_m)) < 3:
+        return {}
+    order = sorted(cfg.sweep_alpha, key=lambda a: (a != cfg.extend_alpha, cfg.sweep_alpha.index(a)))
+    out: dict[float, Extension] = {}
+    spent = 0.0
+    for alpha in order:
+        left = cfg.extend_budget_s - spent
+        out[alpha] = _extend_one(cfg, alpha, rows, twin_rows, left, progress)
+        spent += out[alpha].spent_s
+    return out
+
+
+def _extend_one(
+    cfg: Config, alpha: float, rows: list[dict], twin_rows: list[dict], left: float, progress: bool
+) -> Extension:
     claim = f"slope of T_d vs ln m = (2α−1)/2 at α = {alpha}"
 
     def judge(vals) -> object:
@@ -49,14 +65,20 @@ def extend_descent_time(
 
     top = max(cfg.sweep_m)
     last = sum(r.get("cpu_s", 0.0) for r in rows if r["alpha"] == alpha and r["m"] == top)
+    # what is left of the shared budget (a tiny positive number once it is spent: `extend`
+    # then runs nothing and says what the next width would take)
     _, ext = extend(
         claim,
         judge,  # type: ignore[arg-type]
         run,
         cfg.sweep_m,
-        budget_s=cfg.extend_budget_s,
+        budget_s=max(left, 1e-9),
         last_seconds=last if last > 0 else None,
         clock=time.process_time,
         unit="CPU s",
     )
-    return ext
+    shared = (
+        f"; one budget of {cfg.extend_budget_s:g} CPU s for every α, α = {cfg.extend_alpha} "
+        "first (`flows check --budget CPU_S`)"
+    )
+    return dataclasses.replace(ext, budget_s=cfg.extend_budget_s, stopped=ext.stopped + shared)
