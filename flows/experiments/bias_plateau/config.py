@@ -70,7 +70,10 @@ class Config:
     output bias; seeds `trend_seeds`. Both interpolation paths: from θ(0) (the paper's
     θ^[α]) and from 0 (θ^[α] = α θ(T), the small-δ form the theorem's proof expands
     around). Error plateau: error ≥ 1 − 1/k − `plateau_tol`; loss plateau (one-sided):
-    γ_loss ≥ log k − `loss_plateau_tol`. A trend holds when the mean moves the predicted
+    γ_loss ≥ log k − `loss_plateau_tol`, both read on `trend_n_alpha` points α (491:
+    10× finer than the paper's 50-point grid, which they contain — a plateau's length on
+    50 points is quantized to 1/49, and so were the η-error bars of the trend rows). A
+    trend holds when the mean moves the predicted
     way end to end by more than the seed spread (sd at the first + sd at the last value)
     and by more than `trend_tol`, and no step goes the wrong way by more than `trend_tol`.
     `sweep_t1`: the training time T of `flows sweep bias-plateau` (no stop there unless
@@ -127,6 +130,7 @@ class Config:
     trend_t_max: float = 600.0
     trend_layer_scale: float | None = 0.3
     trend_n_save: int = 51
+    trend_n_alpha: int = 491
     loss_plateau_tol: float = 0.1
 
     def __post_init__(self):
@@ -217,6 +221,7 @@ class Config:
         for dl in self.sweep_deltas:
             positive("sweep_deltas entries", dl)
         integer("trend_n_save", self.trend_n_save, 2)
+        integer("trend_n_alpha", self.trend_n_alpha, 2)
         if len(set(self.trend_seeds)) != len(self.trend_seeds):
             raise ConfigError(f"`trend_seeds` has repeated seeds: {self.trend_seeds!r}.")
         if self.trend_layer_scale is not None:

@@ -81,7 +81,6 @@ def plot_trends(rows: list[dict], cfg: Config, path: Path) -> None:
     """Mean ± sd interpolation error curves at matched loss vs depth (output scale fixed;
     per-layer scale fixed when run), vs δ, and with / without bias: solid the path from
     θ(0) (the paper's), dashed from 0 (depth panels); excluded runs left out."""
-    alphas = np.linspace(0.0, 1.0, cfg.n_alpha)
     panels = [
         ("depth", "depth", "$r = {}$", rf"vs depth (output scale $\delta = {cfg.deep_delta:g}$)")
     ]
@@ -105,6 +104,7 @@ def plot_trends(rows: list[dict], cfg: Config, path: Path) -> None:
         for val in sorted({r[key] for r in fam}, key=float):
             sel = [r for r in fam if r[key] == val]
             curves = np.array([r["error_curve"] for r in sel])
+            alphas = np.linspace(0.0, 1.0, curves.shape[1])  # the trend runs' own grid
             m, sd = curves.mean(0), curves.std(0)
             (line,) = ax.plot(alphas, m, label=f"{fmt.format(val)} ($n = {len(sel)}$)")
             # an error lies in [0, 1]: the band is clipped to it

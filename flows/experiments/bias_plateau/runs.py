@@ -309,13 +309,15 @@ def train_deep(
     stop=None,
     n_save: int = 201,
     global_error: bool = False,
+    n_alpha: int | None = None,
 ) -> DeepRun:
     """Train by exact flow (`method='flow'`; `'nonsmooth'`: the exact piecewise-smooth
     flow of a ReLU net, switches located and sliding resolved) or GD (`'gd'`, rate
     `learning_rate`, default `cfg.gd_lr`) and interpolate. `stop` (e.g.
     `matched_loss(0.1)`) ends the run at its event, `t1` is then the horizon; θ(T) is θ at
     the end (the stop, or t1). `global_error` (exact flows): also the companion solve at
-    tolerances 10× tighter, as `companion`."""
+    tolerances 10× tighter, as `companion`. `n_alpha`: the interpolation grid (default
+    `cfg.n_alpha`)."""
     lr = cfg.gd_lr if learning_rate is None else learning_rate
     problem = make_problem(model, data, key=seed, loss_fn=class_sum_cross_entropy)
     # δ only draws θ(0); the (static) model the solver compiles carries δ = 1, so nets that
@@ -357,7 +359,8 @@ def train_deep(
     def derived(tr: Trajectory) -> DeepRun:
         th0 = {n: tr.param(n, 0) for n in tr.params}
         thT = {n: tr.param(n, -1) for n in tr.params}
-        curve = interpolate(problem.model, data.x, data.y, th0, thT, n_alpha=cfg.n_alpha)
+        grid = cfg.n_alpha if n_alpha is None else n_alpha
+        curve = interpolate(problem.model, data.x, data.y, th0, thT, n_alpha=grid)
         return DeepRun(label, model, data, tr, curve, th0, thT, method)
 
     run = derived(traj)

@@ -75,6 +75,7 @@ def trend_point(
         learning_rate=learning_rate,
         stop=matched_loss(cfg.trend_ce),
         n_save=cfg.trend_n_save,
+        n_alpha=cfg.trend_n_alpha,
     )
     o, st = run.traj.observables, run.traj.stats
     ce, err = float(o["mean_ce"][-1]), float(o["train_error"][-1])
@@ -85,7 +86,7 @@ def trend_point(
         data.y,
         zeros_like_params(run.theta_0),
         run.theta_T,
-        n_alpha=cfg.n_alpha,
+        n_alpha=cfg.trend_n_alpha,
     )
     th = theorem1_of(run)
     excluded = (
