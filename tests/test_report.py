@@ -462,6 +462,7 @@ def test_piped_check_prints_one_line_per_claim(tmp_path, fake_runs, capsys, monk
     out = capsys.readouterr().out.splitlines()
     n = len(EXPERIMENTS) * len(fake_runs)
     assert len(out) <= n + 6 * len(EXPERIMENTS) + 3, "\n".join(out)
+    assert not [line for line in out if line[:1].isspace()], "a wrapped continuation line"
     for name in EXPERIMENTS:
         rows = [line for line in out if line.startswith(f"{name}: ") and "[" in line]
         claims = [line for line in rows if " — measured " in line or "not applicable" in line]

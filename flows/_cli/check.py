@@ -116,6 +116,8 @@ def _cmd_check(args) -> int:
     _preflight(names, exps, out, report)
     width = min(args.width or terminal_width(), MAX_WIDTH)
     fmt = _layout(args.format, args.width)
+    if fmt == "lines":  # piped: every line whole (a wrapped half-line is not meaningful alone)
+        width = MAX_WIDTH
     mode = "quick" if args.quick else "default"
     command_start = time.perf_counter()
     configs = {n: _with_budget(exps[n].default_config(quick=args.quick), args) for n in names}
