@@ -118,7 +118,9 @@ def test_parallel_is_the_serial_run(tmp_path, monkeypatch, capsys):
     assert "--jobs 2 is more than the 1 cores here" in " ".join(par_err.split())
     for name in ("jobs-a", "jobs-b"):  # every line of a paper's progress names it
         assert f"[{name}] stage 1" in par_err
-        assert f"[{name}]   a detail line" in par_err
+        # a single run's (indented) line keeps its indent before the tag: it stays one
+        # that a plain log holds back (`_PlainProgress`)
+        assert f"  [{name}] a detail line" in par_err
     assert "[2/2]" in par_err and "all done" in par_err
 
 

@@ -347,7 +347,9 @@ def _run_parallel(
                 text = event[2]
                 tag = f"[{name}]"
                 if text.strip() and not text.lstrip().startswith(tag):
-                    text = f"{tag} {text}"
+                    # the tag after the indent: an indented line (a single run's) stays one
+                    indent = text[: len(text) - len(text.lstrip())]
+                    text = f"{indent}{tag} {text.lstrip()}"
                 if name in progress:
                     progress[name].write(text)
                 continue
