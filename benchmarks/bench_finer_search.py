@@ -21,6 +21,7 @@ Writes `benchmarks/results/finer_search.md` and `.json`.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import json
@@ -130,7 +131,13 @@ def _holds(v: str) -> bool:
     return v.startswith("holds")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "papers", nargs="*", help="papers to measure (default: all four; the others keep "
+        "their last row in the results file)"
+    )  # fmt: skip
+    argv = parser.parse_args(argv).papers
     # import every paper's modules first, so that the patch reaches them
     import flows.experiments.bias_plateau  # noqa: F401
     import flows.experiments.deep_linear  # noqa: F401
@@ -199,4 +206,4 @@ def _markdown(out: dict) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())
