@@ -4,9 +4,12 @@ and run (every seed, each with its companion solve) as long as the predicted cos
 next width fits in what is left of `cfg.extend_budget_s` (`flows.claims.extend`), shared
 by every α: α = `cfg.extend_alpha` first, then the others in the sweep's order.
 
-The budget is counted in CPU seconds of this process (`time.process_time`, every thread):
-how far the extension goes, and so the verdict, does not depend on how loaded the machine
-is. On two quiet cores the wall time is about 0.5–1× the CPU time."""
+The budget is counted in CPU seconds of this process (`time.process_time`, every thread),
+which a loaded machine moves far less than wall time, but not at all only ideally: α = 1's
+two doublings took 78 CPU s on a quiet fresh clone and 90 CPU s beside a test run
+(2026-12-06), and the α after it then got one doubling fewer (a row near the budget's
+edge may stop one width earlier; each row says how far it went). On two quiet cores the
+wall time is about 0.5–1× the CPU time."""
 
 from __future__ import annotations
 
