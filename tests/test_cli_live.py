@@ -51,6 +51,9 @@ def run_in_pty(argv, *, columns=100, env=None, interrupt_on=None, timeout=600):
     `interrupt_on`: a text after which the child gets SIGINT (Ctrl-C)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child
+        # as a shell gives a foreground command: Ctrl-C on (a test run started in the
+        # background, `cmd &`, inherits SIGINT ignored, and an ignored signal stays ignored)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.environ.update({"COLUMNS": str(columns), **(env or {})})
         os.execvp(argv[0], argv)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
