@@ -136,6 +136,7 @@ def _simulate(tmp_path, *extra):
     return _cli.main(argv + ["--out", str(tmp_path / "run"), *extra])
 
 
+@pytest.mark.e2e  # three real solves through the command line: ~45 s on a loaded machine
 def test_simulate_refuses_to_overwrite(tmp_path, capsys):
     assert _simulate(tmp_path) == 0
     path = tmp_path / "run" / "trajectory.nc"
