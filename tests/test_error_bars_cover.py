@@ -85,7 +85,7 @@ def _row_problems(row: dict) -> list[str]:
         out.append(f"{verdict!r} while the companion's verdict is {other!r}")
     note = row_notes(row)
     if other is not None and row.get("error") is None:
-        if f"{other!r} on the" not in note:
+        if f"{other!r} on " not in note:
             out.append(f"the note does not name the companion's verdict {other!r}: {note}")
         if "same verdict" in note and other != verdict:
             out.append(f"the note says 'same verdict' for {verdict!r} vs {other!r}")
