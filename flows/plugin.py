@@ -67,6 +67,7 @@ from ._io import REPORT_NAME as REPORT_NAME
 from ._io import OutputDir as OutputDir
 from ._solve.losses import check_labels as check_labels
 from ._solve.losses import check_sign_labels as check_sign_labels
+from ._solve.problem import two_layer_field as two_layer_field
 from ._solve.resources import check_memory as check_memory
 from ._solve.trajectory import Trajectory, versions
 from ._solvers import ERROR_NORMS as ERROR_NORMS
@@ -122,6 +123,7 @@ __all__ = [
     "as_tolerance",
     "check_labels",
     "check_sign_labels",
+    "two_layer_field",
     "check_memory",
     # command-line flags
     "Flag",

@@ -7,6 +7,7 @@ import pytest
 from conftest import assert_tree_allclose
 
 import flows
+import flows.plugin
 from flows.models import TwoLayer
 
 
@@ -17,7 +18,7 @@ def _final(tr):
 def _problems(m, d, activation, bias, **kw):
     data = flows.assumption_data("f2", n=37, d=d, seed=1)
     model = TwoLayer(m=m, d=d, alpha=0.1, activation=activation, bias=bias)
-    auto = flows.make_problem(model, data, key=2, **kw)
+    auto = flows.make_problem(model, data, key=2, vector_field="autodiff", **kw)
     fused = flows.make_problem(model, data, key=2, vector_field="fused", **kw)
     return auto, fused
 
@@ -130,6 +131,48 @@ def test_float32_flow_tracks_float64_to_single_precision():
     size = max(float(np.max(np.abs(v))) for v in _final(t64).values())
     # single precision (eps 6e-8) accumulated over a few hundred steps, plus rtol 1e-5
     assert 1e-9 < err / size < 1e-4
+
+
+def test_auto_field_takes_the_fused_one_from_the_threshold_on():
+    """'auto' (the default): fused for the two-layer net with the squared error from
+    n·m ≥ AUTO_FUSED_MIN_ELEMENTS, autodiff below it and for anything else; the problem
+    says which it took."""
+    from flows._solve.problem import AUTO_FUSED_MIN_ELEMENTS
+
+    n = 1000
+    data = flows.paper_data("f1", n=n)
+    edge = AUTO_FUSED_MIN_ELEMENTS // n  # m at the threshold
+    below = flows.make_problem(TwoLayer(m=edge - 1, d=1, alpha=1.0), data)
+    at = flows.make_problem(TwoLayer(m=edge, d=1, alpha=1.0), data)
+    assert below.vector_field == "autodiff" and at.vector_field == "fused"
+    assert at.describe()["vector_field"] == "fused"
+    # the same rule where a paper asks without building the problem
+    assert flows.plugin.two_layer_field("auto", n, edge - 1) == "autodiff"
+    assert flows.plugin.two_layer_field("auto", n, edge) == "fused"
+    assert flows.plugin.two_layer_field("autodiff", n, edge) == "autodiff"
+    with pytest.raises(flows.ConfigError, match="vector_field"):
+        flows.plugin.two_layer_field("hand", n, edge)
+    # another loss has no fused field: autodiff, whatever the size
+    labels = flows.from_arrays(data.x, np.where(data.y > 0, 1, -1))
+    other = flows.make_problem(TwoLayer(m=edge, d=1, alpha=1.0), labels, loss_fn=flows.logistic)
+    assert other.vector_field == "autodiff"
+    # the field taken is the fused one: equal to autodiff's gradient to round-off
+    ref = flows.make_problem(TwoLayer(m=edge, d=1, alpha=1.0), data, vector_field="autodiff")
+    g, gf = ref.grad(ref.theta0), at.grad(at.theta0)
+    size = max(float(jnp.max(jnp.abs(v))) for v in jax.tree_util.tree_leaves(g))
+    assert_tree_allclose(gf, g, rtol=1e-10, atol=1e-13 * size)
+
+
+def test_memory_bound_follows_the_field_taken():
+    """The up-front memory refusal bounds the field 'auto' takes: at m = 10⁷, n = 1000
+    autodiff's n×m array is 80 GB, the fused field's block, θ and gradient under 1 GB."""
+    from flows.experiments.multistage.config import field_bytes, two_layer_bytes
+
+    n, m = 1000, 10**7
+    assert field_bytes("autodiff", n, m) == two_layer_bytes(n, m) == 8 * n * m
+    assert field_bytes("auto", n, m) == field_bytes("fused", n, m) == 8 * (8 * m + 4 * m)
+    assert field_bytes("auto", n, 1000) == two_layer_bytes(n, 1000)  # autodiff below 10⁷
+    assert field_bytes("fused", 3, m, batch=2, itemsize=4) == 4 * 2 * (3 * m + 4 * m)
 
 
 def test_fused_and_dtype_bad_input():

@@ -55,6 +55,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_dense_output.py": {"flows._solvers"},
         "tests/test_error_norm_cli.py": {"flows._cli"},
         "tests/test_figure_style.py": {"flows._sweep"},
+        "tests/test_fused.py": {"flows._solve"},
         "tests/test_map_limit.py": {"flows._compile", "flows._nonsmooth", "flows._solvers"},
         "tests/test_nonsmooth.py": {"flows._nonsmooth", "flows.models._kinks"},
         "tests/test_nonsmooth_compile.py": {"flows._nonsmooth"},

@@ -243,7 +243,9 @@ def test_interrupt_and_out_of_memory_exit_codes(monkeypatch, capsys):
 
 
 def test_simulate_refuses_a_width_that_cannot_fit(tmp_path, capsys):
-    assert _simulate(tmp_path, "--m", "100000000") == 2
+    # m = 10⁹ at n = 1000: the fused field the default 'auto' takes there needs ≥ 96 GB (one
+    # 8-sample block of activations, θ and its gradient); autodiff's n×m array 8 TB
+    assert _simulate(tmp_path, "--m", "1000000000") == 2
     assert "GiB" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 

@@ -27,7 +27,17 @@ from .data import Dataset
 from .losses import TARGET_KINDS, check_labels, check_sign_labels, squared_error
 from .trajectory import param_names
 
-VECTOR_FIELDS = ("autodiff", "fused")
+VECTOR_FIELDS = ("auto", "autodiff", "fused")
+
+#: `vector_field='auto'` takes the hand-derived fused field for the toolkit's two-layer net
+#: with the squared error once autodiff's n×m temporaries reach this many elements (n
+#: samples × m neurons: 76 MiB per array in float64), autodiff below. Measured in one compiled
+#: loop against the floor Σ tanh(X Wᵀ) (`benchmarks/results/field_floor.md`, n = 1000): at
+#: m = 1000 and 5000 autodiff is the faster (2.5× / 3.3× the floor against 4.7× / 4.3×), from
+#: m = 20 000 the fused field (3.4× against 3.7×; at m = 10⁵ 2.8× against 3.8×, 13 MiB of
+#: temporaries against 1.5 GiB). Below the threshold the results stay autodiff's, the
+#: reference any model and loss get.
+AUTO_FUSED_MIN_ELEMENTS = 10**7
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
 
@@ -45,7 +55,7 @@ class Problem(eqx.Module):
     loss_fn: Callable = eqx.field(static=True)
     data_name: str = eqx.field(static=True)
     #: 'autodiff' (jax.grad) or 'fused' (the model's hand-derived `fused_grad`, and its
-    #: blocked `fused_loss`).
+    #: blocked `fused_loss`); `make_problem` resolves 'auto' to one of them.
     vector_field: str = eqx.field(static=True, default="autodiff")
 
     def loss(self, theta: PyTree) -> Float[Array, ""]:
@@ -295,6 +305,16 @@ def _check_targets(model, loss_fn, x, y, out: tuple[int, ...]):
     return y
 
 
+def two_layer_field(vector_field: str, n: int, m: int) -> str:
+    """The field `make_problem(vector_field=...)` takes for the toolkit's two-layer net (m
+    neurons) with the squared error on n samples: 'auto' is 'fused' from n·m ≥
+    `AUTO_FUSED_MIN_ELEMENTS`, else 'autodiff'; 'autodiff' and 'fused' are themselves."""
+    vector_field = as_choice("vector_field", vector_field, VECTOR_FIELDS)
+    if vector_field != "auto":
+        return vector_field
+    return "fused" if n * m >= AUTO_FUSED_MIN_ELEMENTS else "autodiff"
+
+
 def make_problem(
     model: AbstractModel | Callable,
     data: Dataset,
@@ -302,7 +322,7 @@ def make_problem(
     *,
     loss_fn: Callable = squared_error,
     theta0: PyTree | None = None,
-    vector_field: str = "autodiff",
+    vector_field: str = "auto",
     dtype: str = "float64",
 ) -> Problem:
     """Build a `Problem`; θ(0) = `model.init(key)` unless `theta0` is given.
@@ -317,8 +337,12 @@ def make_problem(
       model any pytree of arrays (a dict, nested dicts, a tuple or list, a bare array).
       Results name each parameter by its path (`W`, `layer1.W`, `0`, `theta`;
       `flows._solve.trajectory.param_names`).
-    - `vector_field`: 'autodiff' (default, any model and loss) or 'fused' (a hand-derived
-      ∇L: two-layer nets with the squared error only; faster, tested against autodiff).
+    - `vector_field`: 'auto' (default), 'autodiff' (any model and loss) or 'fused' (a
+      hand-derived ∇L evaluated in blocks of samples: two-layer nets with the squared error
+      only; tested against autodiff). 'auto' is 'fused' where it exists and the data have
+      n·m ≥ `AUTO_FUSED_MIN_ELEMENTS` (10⁷: m ≥ 10 000 at n = 1000), where it is the faster
+      and holds no n×m arrays; else 'autodiff'. The problem records the field it took
+      (`Problem.vector_field`, and `describe()` in every saved result).
     - `dtype`: 'float64' (default) or 'float32' (or np.float32 / jnp.float64; data and θ(0)
       cast, and `simulate` then integrates in float32; about half the cost per evaluation
       on CPU. `benchmarks/bench_work_precision.py` and `bench_descent_time.py` measure
@@ -368,7 +392,11 @@ def make_problem(
             f"build the model with d={data.d}."
         )
     vector_field = as_choice("vector_field", vector_field, VECTOR_FIELDS)
-    if vector_field == "fused" and not (hasattr(model, "fused_grad") and loss_fn is squared_error):
+    fusable = hasattr(model, "fused_grad") and loss_fn is squared_error
+    if vector_field == "auto":
+        m = int(getattr(model, "m", 0))
+        vector_field = two_layer_field("auto", int(data.x.shape[0]), m) if fusable else "autodiff"
+    if vector_field == "fused" and not fusable:
         raise ConfigError(
             "`vector_field='fused'` exists for two-layer nets (`TwoLayer`) with the squared "
             f"error only; got model {type(model).__name__} with loss "

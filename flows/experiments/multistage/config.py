@@ -152,3 +152,20 @@ def two_layer_bytes(n: int, m: int, *, batch: int = 1, itemsize: int = 8) -> int
     (n × m) array of pre-activations per batched run (the evaluation holds several; a lower
     bound refuses only runs that certainly cannot fit: `flows.plugin.check_memory`)."""
     return itemsize * n * m * batch
+
+
+def fused_two_layer_bytes(n: int, m: int, *, batch: int = 1, itemsize: int = 8) -> int:
+    """A lower bound on the working memory of a fused two-layer field evaluation
+    (`vector_field='fused'`, which never forms an n × m array): per batched run, one block
+    of at least min(n, 8) samples × m activations, and θ and its gradient (2 × 2m)."""
+    return itemsize * batch * (min(n, 8) * m + 4 * m)
+
+
+def field_bytes(vector_field: str, n: int, m: int, *, batch: int = 1, itemsize: int = 8) -> int:
+    """The lower bound of the field `vector_field` ('auto', 'autodiff', 'fused') takes at
+    (n, m): `two_layer_bytes` for autodiff, `fused_two_layer_bytes` for the fused one."""
+    from flows.plugin import two_layer_field
+
+    fused = two_layer_field(vector_field, n, m) == "fused"
+    bound = fused_two_layer_bytes if fused else two_layer_bytes
+    return bound(n, m, batch=batch, itemsize=itemsize)

@@ -47,7 +47,7 @@ from flows.plugin import (
 )
 
 from .checks import check_run, check_targets, target_metrics
-from .config import FILES, NAME, Config, default_config, two_layer_bytes
+from .config import FILES, NAME, Config, default_config, field_bytes
 from .data import make_data
 from .extension import extend_descent_time
 from .figures import plot_descent_time, plot_K, plot_stages
@@ -491,9 +491,10 @@ class MultistageExperiment(AbstractExperiment):
         ),
         Flag(
             "vector_field",
-            "autodiff (default) or the hand-derived fused two-layer field",
-            choices=("autodiff", "fused"),
-            default="autodiff",
+            "auto (default: fused from n·m ≥ 10⁷, else autodiff), autodiff, or the "
+            "hand-derived fused two-layer field",
+            choices=("auto", "autodiff", "fused"),
+            default="auto",
         ),
         Flag(
             "dtype",
@@ -560,7 +561,7 @@ class MultistageExperiment(AbstractExperiment):
             seed=o["seed"], t1=o["t1"], solver=o["solver"], rtol=o["rtol"], atol=o["atol"],
         )  # fmt: skip
         check_memory(
-            two_layer_bytes(cfg.n, cfg.m), f"--m {cfg.m} with --n {cfg.n}", "Reduce --m or --n."
+            field_bytes("auto", cfg.n, cfg.m), f"--m {cfg.m} with --n {cfg.n}", "Reduce --m or --n."
         )
         data = make_data(cfg)
         problem = make_problem(TwoLayer(m=cfg.m, d=data.d, alpha=cfg.alpha), data, key=cfg.seed)

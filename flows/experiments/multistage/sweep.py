@@ -459,7 +459,7 @@ def descent_sweep(
     n_save: int = 401,
     margin: float = 8.0,
     max_steps: int = 200_000,
-    vector_field: str = "autodiff",
+    vector_field: str = "auto",
     dtype: str = "float64",
     error_norm: str = "rms",
     batch_size: int = 8,
@@ -475,7 +475,7 @@ def descent_sweep(
     - `m`, `alpha`, `seeds`: the grid, as sequences or strings ('1000,5000', '0.75,1',
       seeds '0-2' or '0,1,2'). Widths ≥ 2, α > 1/2, seeds ≥ 0, no duplicates.
     - `target`, `data`, `n`, `solver`, `rtol`, `atol`, `beta`, `n_save`, `margin`,
-      `max_steps`, `vector_field` ('autodiff' or 'fused'), `dtype` ('float64' or
+      `max_steps`, `vector_field` ('auto', 'autodiff' or 'fused'), `dtype` ('float64' or
       'float32'), `error_norm` ('rms' or 'max'): see `SweepConfig`.
     - `batch_size`: the most runs per vmapped batch (runs of one width are batched).
     - `**engine`: `scheduler`, `connect_timeout`, `plot` (`OUT/descent_time.png`),

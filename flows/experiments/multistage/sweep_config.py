@@ -22,7 +22,7 @@ from flows.plugin import (
     to_int,
 )
 
-from .config import NAME, two_layer_bytes
+from .config import NAME, field_bytes
 
 __all__ = [
     "SweepConfig",
@@ -45,7 +45,8 @@ class SweepConfig:
     a sweep into an existing folder must match them).
 
     `target` ('f1', 'f2', 'f3'), `data` ('paper' | 'assumption'), `n` data points, `solver`
-    (a name in `flows.SOLVERS`), `vector_field` ('autodiff' or the hand-derived 'fused'),
+    (a name in `flows.SOLVERS`), `vector_field` ('auto', the default: the fused field from
+    n·m ≥ 10⁷, else autodiff; 'autodiff'; or the hand-derived 'fused'),
     `dtype` ('float64' or 'float32': data, θ and the solve), `rtol`, `atol`, `error_norm`
     (the norm of the step-size control: 'rms', the default, or 'max'; see
     `flows.simulate`), `beta`
@@ -65,7 +66,7 @@ class SweepConfig:
     n_save: int = 401
     margin: float = 8.0
     max_steps: int = 200_000
-    vector_field: str = "autodiff"
+    vector_field: str = "auto"
     dtype: str = "float64"
     error_norm: str = "rms"
 
@@ -95,9 +96,9 @@ class SweepConfig:
             raise ConfigError(f"`n_save` must be an integer ≥ 3; got {self.n_save!r}.")
         if not (_is_int(self.max_steps) and self.max_steps >= 1):
             raise ConfigError(f"`max_steps` must be an integer ≥ 1; got {self.max_steps!r}.")
-        if self.vector_field not in ("autodiff", "fused"):
+        if self.vector_field not in ("auto", "autodiff", "fused"):
             raise ConfigError(
-                f"`vector_field` must be 'autodiff' or 'fused'; got {self.vector_field!r}."
+                f"`vector_field` must be 'auto', 'autodiff' or 'fused'; got {self.vector_field!r}."
             )
         if self.dtype not in ("float64", "float32"):
             raise ConfigError(f"`dtype` must be 'float64' or 'float32'; got {self.dtype!r}.")
@@ -236,13 +237,14 @@ def check_grid(cfg: SweepConfig, grid: list[tuple], batch_size: int) -> None:
                 "resolve their growth. Use a smaller α (the theorems need α > 1/2; the paper "
                 "uses α ≤ 2) or a smaller m."
             )
-    if cfg.vector_field == "autodiff":  # the fused field works in sample blocks
-        batch = min(batch_size, len(grid))
-        check_memory(
-            two_layer_bytes(cfg.n, widest, batch=batch, itemsize=jnp.dtype(cfg.dtype).itemsize),
-            f"--m {widest} with --n {cfg.n} (batches of {batch})",
-            "Reduce --m, --n or --batch-size.",
-        )
+    # the field `vector_field` takes at the widest m (autodiff: n×m arrays; fused: blocks)
+    batch = min(batch_size, len(grid))
+    itemsize = jnp.dtype(cfg.dtype).itemsize
+    check_memory(
+        field_bytes(cfg.vector_field, cfg.n, widest, batch=batch, itemsize=itemsize),
+        f"--m {widest} with --n {cfg.n} (batches of {batch})",
+        "Reduce --m, --n or --batch-size.",
+    )
     # atol must sit well below the initial weights (std m^{-α}); otherwise the early,
     # exponentially growing phase runs without error control and T_d shifts (measured:
     # +0.5 in τ at α = 2, m = 2·10⁴ with atol 1e-8).
