@@ -33,10 +33,10 @@ VECTOR_FIELDS = ("auto", "autodiff", "fused")
 #: with the squared error once autodiff's n×m temporaries reach this many elements (n
 #: samples × m neurons: 76 MiB per array in float64), autodiff below. Measured in one compiled
 #: loop against the floor Σ tanh(X Wᵀ) (`benchmarks/results/field_floor.md`, n = 1000): at
-#: m = 1000 and 5000 autodiff is the faster (2.5× / 3.3× the floor against 4.7× / 4.3×), from
-#: m = 20 000 the fused field (3.4× against 3.7×; at m = 10⁵ 2.8× against 3.8×, 13 MiB of
-#: temporaries against 1.5 GiB). Below the threshold the results stay autodiff's, the
-#: reference any model and loss get.
+#: m = 1000 and 5000 autodiff is the faster (2.1× / 3.2× the floor against 3.4× / 4.1×), at
+#: 10 000 they tie (3.1× / 3.2×), from m = 20 000 the fused field is the faster (3.7× against
+#: 3.8×; at m = 10⁵ 2.7× against 3.8×, 13 MiB of temporaries against 1.5 GiB). Below the
+#: threshold the results stay autodiff's, the reference any model and loss get.
 AUTO_FUSED_MIN_ELEMENTS = 10**7
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
