@@ -121,7 +121,12 @@ def test_extension_row_says_how_far_it_went():
 
 def test_one_budget_for_every_alpha_and_the_rest_say_why(monkeypatch):
     """Every undecided α is extended from one budget, `extend_alpha` first; an α the budget
-    no longer reaches is not extended, and its row says what the next width would take."""
+    no longer reaches is not extended, and its row says what the next width would take.
+    The budget counts estimated CPU seconds (the runs' field evaluations × m × n), so the
+    extension is the same whatever the clocks say (here they jump at random)."""
+    import random
+    import time
+
     from flows.experiments.multistage import extension
 
     cfg = ex.Config(
@@ -129,6 +134,9 @@ def test_one_budget_for_every_alpha_and_the_rest_say_why(monkeypatch):
         sweep_alpha=(0.75, 1.0), sweep_seeds=CFG.sweep_seeds, sweep_n=40, targets=(),
         extend_budget_s=30.0, extend_alpha=1.0,
     )  # fmt: skip
+    seeds = len(cfg.sweep_seeds)
+    # 100 evaluations per run: a width costs 10 estimated CPU s at m = 4000, ∝ m
+    monkeypatch.setattr(extension, "SECONDS_PER_EVALUATION", 10.0 / (100 * seeds * 4000 * 40))
 
     def td(alpha, m, s):  # a wobble around the limit: undecided, and stays so
         return (2 * alpha - 1) / 2 * math.log(m) + 1.0 + 0.05 * math.sin(m + s)
@@ -136,28 +144,30 @@ def test_one_budget_for_every_alpha_and_the_rest_say_why(monkeypatch):
     def rows_at(alpha, widths):
         return [
             {"alpha": alpha, "m": m, "seed": s, "T_d": td(alpha, m, s), "q_max_Td": 1e-3,
-             "wperp_max_Td": 1e-4, "cpu_s": 10.0 / len(cfg.sweep_seeds)}
+             "wperp_max_Td": 1e-4, "vf_evals": 100, "cpu_s": random.uniform(0, 100)}
             for m in widths
             for s in cfg.sweep_seeds
         ]  # fmt: skip
 
-    clock = {"t": 0.0}
-
     def fake_sweep(one, *, metrics, companion, progress=False):
-        clock["t"] += 20.0 * one.sweep_m[0] / 8000  # a run costs ∝ m: 20 CPU s at m = 8000
         return rows_at(one.sweep_alpha[0], one.sweep_m)
 
+    def jumpy():
+        return random.uniform(0, 1e4)
+
     monkeypatch.setattr(extension, "descent_time_sweep", fake_sweep)
-    monkeypatch.setattr(extension.time, "process_time", lambda: clock["t"])
+    for clock in ("process_time", "perf_counter", "monotonic"):
+        monkeypatch.setattr(time, clock, jumpy)
     rows = rows_at(0.75, cfg.sweep_m) + rows_at(1.0, cfg.sweep_m)
     exts = extend_descent_time(cfg, rows, [])
     assert list(exts) == [1.0, 0.75]  # extend_alpha first
     first, second = exts[1.0], exts[0.75]
     # α = 1: m = 8000 predicted 20 CPU s (10 at m = 4000, ∝ m) and run; 16000 (≈ 40) not
     assert first.added == (8000.0,) and first.spent_s == pytest.approx(20.0)
+    assert first.seconds == pytest.approx((20.0,))
     # α = 0.75: 10 CPU s left of the one budget, its next width ≈ 20: not extended, said
     assert second.added == () and "budget" in second.stopped and "every α" in second.stopped
-    assert "10 CPU s left" in second.stopped
+    assert "10 CPU s left" in second.stopped and "estimated" in second.stopped
     checks, _ = check_sweep(rows, cfg, exts)
     for c in checks[:2]:
         if c.verdict == UNDECIDED_SIZE:

@@ -163,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CPU_S",
         help="CPU seconds each paper may spend extending a limit row that its sweep left "
         "undecided, doubling the largest size while the budget lasts (default: the "
-        "paper's own — multistage 120, none under --quick; 0: no extension)",
+        "paper's own — multistage 120, none under --quick; 0: no extension; estimated "
+        "from the runs' work, so the result is the same on every machine)",
     )
 
     _simulate.add_parser(sub, exps)
