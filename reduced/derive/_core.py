@@ -15,10 +15,8 @@ import math
 import os
 import pickle
 import random
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, cast
@@ -158,11 +156,6 @@ _STRATEGIES: tuple[tuple[str, Callable[[sp.Expr], sp.Expr]], ...] = (
 )
 
 
-class _Timeout(BaseException):
-    """Raised by the interval timer. A BaseException, so that sympy's internal
-    `except Exception` clauses cannot swallow it."""
-
-
 def _prove_all(exprs: list[sp.Expr]) -> str | None:
     """The name of the strategy chain that reduced every expression to 0, else None."""
     used: list[str] = []
@@ -183,22 +176,27 @@ def _prove_all(exprs: list[sp.Expr]) -> str | None:
     return " + ".join(used) if used else "automatic evaluation (already 0)"
 
 
+#: The child interpreter of `_prove_in_subprocess`: this file loaded on its own (sympy,
+#: mpmath and the standard library only — not the `reduced` package, whose import pulls in
+#: JAX), `_prove_all` on the pickled expressions, its answer pickled back.
 _CHILD = """
-import pickle, sys
-from reduced.derive._core import _prove_all
-sys.stdout.buffer.write(pickle.dumps(_prove_all(pickle.load(sys.stdin.buffer))))
+import importlib.util, pickle, sys
+spec = importlib.util.spec_from_file_location("_derive_core_child", sys.argv[1])
+core = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = core
+spec.loader.exec_module(core)
+sys.stdout.buffer.write(pickle.dumps(core._prove_all(pickle.load(sys.stdin.buffer))))
 """
 
 
 def _prove_in_subprocess(exprs: list[sp.Expr], budget_s: float) -> tuple[str | None, str]:
     """`_prove_all` in a fresh interpreter that is killed at the deadline.
 
-    Used off the main thread, where the interval timer is unavailable. The interpreter's
-    start-up counts against the budget, so tiny budgets always end "unsettled".
-    """
+    The interpreter's start-up (≈ 0.35 s: sympy's import) counts against the budget, so
+    tiny budgets always end "unsettled"."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD],
+        [sys.executable, "-c", _CHILD, os.path.abspath(__file__)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -226,31 +224,13 @@ _NOT_REDUCED = "not reduced to 0 by " + ", ".join(name for name, _ in _STRATEGIE
 def _prove_with_budget(exprs: list[sp.Expr], budget_s: float) -> tuple[str | None, str]:
     """Try `_prove_all` for at most `budget_s` seconds: (method or None, why not).
 
-    In the main thread a POSIX interval timer interrupts sympy; elsewhere the attempt runs
-    in a child interpreter that is killed at the deadline (`_prove_in_subprocess`). Either
-    way an attempt that does not finish in time is *not* a proof.
+    The attempt runs in a child interpreter that is killed at the deadline
+    (`_prove_in_subprocess`); an attempt that does not finish in time is *not* a proof.
+    An interval timer in this process is not enough: sympy's heuristic gcd can spend
+    minutes inside one C-level big-integer gcd, where no Python signal handler runs (seen
+    in the test suite: `test_bias_plateau_wrong_variants_fail` with a 2 s budget ran over
+    10 minutes in `IntegerRing.gcd`), and a killed child always ends on time.
     """
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
-
-        def _alarm(signum, frame):
-            raise _Timeout
-
-        previous = signal.signal(signal.SIGALRM, _alarm)
-        start = time.perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, budget_s)
-        try:
-            method = _prove_all(exprs)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            if time.perf_counter() - start > budget_s:
-                # the timer fired inside code that swallowed it: still not within budget
-                return None, _unsettled(budget_s)
-            return method, ("" if method else _NOT_REDUCED)
-        except _Timeout:
-            return None, _unsettled(budget_s)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-
     return _prove_in_subprocess(exprs, budget_s)
 
 
