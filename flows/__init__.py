@@ -84,6 +84,8 @@ from ._solvers import make_solver as make_solver  # noqa: E402
 from ._solvers import pid_controller as pid_controller  # noqa: E402
 from ._solvers import spectral_radius as spectral_radius  # noqa: E402
 from ._solvers import steps_to_saves as steps_to_saves  # noqa: E402
+from ._solvers._etd import ETDRK4 as ETDRK4  # noqa: E402
+from ._solvers._etd import etd_eval_counts as etd_eval_counts  # noqa: E402
 from ._solvers._krylov import EXPRB32 as EXPRB32  # noqa: E402
 from ._solvers._krylov import EXPRB43 as EXPRB43  # noqa: E402
 from ._solvers._krylov import krylov_eval_counts as krylov_eval_counts  # noqa: E402
@@ -153,6 +155,8 @@ __all__ = [
     "MAX_IMPLICIT_PARAMS",
     "RKC2",
     "EXPRB43",
+    "ETDRK4",
+    "etd_eval_counts",
     "EXPRB32",
     "krylov_eval_counts",
     "ROCK4",

@@ -73,6 +73,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_rkc.py": {"flows._solvers"},
         "tests/test_significance.py": {"flows._cli", "flows._solve"},
         "tests/test_solvers_eserk.py": {"flows._solvers"},
+        "tests/test_solvers_etd.py": {"flows._solvers"},
         "tests/test_solvers_krylov.py": {"flows._solvers"},
         "tests/test_solvers_robustness.py": {"flows._solve", "flows._solvers"},
         "tests/test_solvers_rock4.py": {"flows._solvers"},

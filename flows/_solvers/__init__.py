@@ -8,7 +8,8 @@ problem); `control` (first step, error norm, PID controller, stepping to saves);
 first step's stability cap, what a finished solve reports); `cache` (the evaluation
 counter and the compiled solves the runs share). The solver classes: `_rkc` (RKC2),
 `_eserk` (ESERK4), `_rock` (ROCK4), `_implicit` (Kvaerno5 and its matrix-free form), on
-`_stabilized` (their common step). Re-exports only.
+`_stabilized` (their common step); `_etd` (ETDRK4: exponential time differencing with
+the Hessian's outlier as its linear part); `_krylov` (EXPRB43/32, not named). Re-exports only.
 """
 
 from ._eserk import ESERK4

@@ -7,6 +7,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
+from ._etd import ETDRK4
 from ._implicit import (
     reports_products_to,
 )
@@ -18,15 +19,17 @@ from .choose import is_implicit, solver_key
 def counts_own_evals(solver) -> bool:
     """Whether the solver counts its evaluations in its state (exact on accepted steps; a
     host callback would double its wall time on mid-size nets): the stabilized solvers
-    (RKC2, ESERK4, ROCK4). The solve then saves its final state for `solver_report`."""
-    return isinstance(solver, AbstractStabilizedSolver)
+    (RKC2, ESERK4, ROCK4) and `ETDRK4`. The solve then saves its final state for
+    `solver_report`."""
+    return isinstance(solver, (AbstractStabilizedSolver, ETDRK4))
 
 
 def has_stability_cap(solver) -> bool:
     """Whether the toolkit's first step must respect the solver's stability bound (ρ at θ(0)
     measured for it): the classical explicit solvers. Stabilized solvers estimate ρ
-    themselves, implicit ones have no such bound."""
-    return not (isinstance(solver, AbstractStabilizedSolver) or is_implicit(solver))
+    themselves, implicit ones and `ETDRK4` (whose linear part takes the stiff outliers)
+    have no such bound."""
+    return not (isinstance(solver, (AbstractStabilizedSolver, ETDRK4)) or is_implicit(solver))
 
 
 def runtime_tolerances(tol) -> tuple:
@@ -58,7 +61,7 @@ def solver_report(
       matrix-free solver that does not report them (lineax's CG, a `HessianCG` without
       `on_solve`) gets no such entry.
     - Any other solver: (None, {})."""
-    if isinstance(solver, AbstractStabilizedSolver):
+    if isinstance(solver, (AbstractStabilizedSolver, ETDRK4)):
         return solver.report(solver_state, index, last_stages=last_stages)
     if counter is not None and reports_products_to(solver, counter.add_products):
         return counter.n + counter.products, {"jvp_evals": counter.products}

@@ -11,7 +11,9 @@ stabilized explicit, extrapolated Chebyshev steps, for the same flows at tight
 tolerances; `flows.ESERK4`), ROCK4 (fourth-order stabilized explicit with a three-term
 recurrence: s evaluations a step for h ρ ≤ 0.318 s²; `flows.ROCK4`), Kvaerno5-CG
 (Kvaerno5 whose Newton systems are solved by conjugate gradients on Hessian-vector
-products: matrix-free, any size).
+products: matrix-free, any size), ETDRK4 (exponential Runge–Kutta whose linear part is the
+Hessian's most negative eigenpair, for flows whose stiffness is a few outliers;
+`flows.ETDRK4`; steps to its save times, as ROCK4).
 
 Solvers that step to the save times, because a save between their steps is far less
 accurate than a step end (`benchmarks/results/dense_output.md`: worst error of the
@@ -36,6 +38,7 @@ from collections.abc import Callable
 import diffrax
 
 from ._eserk import RECORD as ESERK4_RECORD
+from ._etd import RECORD as ETDRK4_RECORD
 from ._implicit import KVAERNO5_CG_RECORD, KVAERNO5_RECORD
 from ._rkc import RECORD as RKC2_RECORD
 from ._rock import RECORD as ROCK4_RECORD
@@ -58,6 +61,7 @@ RECORDS: tuple[SolverRecord, ...] = (
     ESERK4_RECORD,
     ROCK4_RECORD,
     KVAERNO5_CG_RECORD,
+    ETDRK4_RECORD,
 )
 RECORD_BY_NAME: dict[str, SolverRecord] = {r.name: r for r in RECORDS}
 

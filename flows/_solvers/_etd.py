@@ -1,0 +1,444 @@
+"""Exponential time differencing with a deflated Hessian (`ETDRK4`) for diffrax.
+
+A gradient flow dθ/dt = F(θ) = −∇L(θ) has the Jacobian J = −∇²L, and on the networks of
+this toolkit its stiffness is a few outliers over a bulk near 0 (the multi-stage net,
+m = 1000: one eigenvalue −34 … −31 for t ≥ 0.5, every other one in [−0.33, 0.25]; the
+Hessians of trained classifiers have about one outlier per class). An explicit method
+steps at h ≲ 3/34 there for stability alone; an exponential Rosenbrock method (`EXPRB43`)
+builds a Krylov space of J at every stage. This method spends on the outliers only:
+
+    L = Q Λ Qᵀ  (the `rank` most negative eigenpairs of J, Rayleigh–Ritz on a subspace
+                 refreshed by one block power step per step: `rank` Hessian-vector
+                 products),
+    F(u) = L u + N(u),   N(u) = F(u) − L u,
+
+and integrates u′ = L u + N(u) by Krogstad's fourth-order exponential Runge–Kutta method
+(ETDRK4-B): the linear part exactly, N by exponential quadrature,
+
+    a  = e^{hL/2} u + (h/2) φ₁(hL/2) N(u),
+    b  = a + h φ₂(hL/2) (N(a) − N(u)),
+    c  = e^{hL} u + h φ₁(hL) N(u) + 2h φ₂(hL) (N(b) − N(u)),
+    u₁ = e^{hL} u + h [(φ₁ − 3φ₂ + 4φ₃) N(u) + 2(φ₂ − 2φ₃)(N(a) + N(b)) + (4φ₃ − φ₂) N(c)],
+
+φ_k = φ_k(hL). Because L has rank k, φ_k(hL) w = w/k! + Q (φ_k(hΛ) − 1/k!) Qᵀ w: no Krylov
+space, no matrix function beyond k scalars. Any L gives a consistent method (L = 0 is
+classical RK4); L only decides stability: the remainder's Jacobian J − L has the bulk's
+spectrum, so the step is set by accuracy where the outliers are captured. (Cox and
+Matthews' stages b = e^{hL/2}u + (h/2)φ₁(hL/2)N(a), c = e^{hL/2}a + (h/2)φ₁(hL/2)(2N(b) −
+N(u)), with the same weights, were measured first: Krogstad's have a 25–30 % smaller
+local error in the multi-stage net's plateau and 20 % smaller global error at equal cost.)
+
+**Error estimate.** The weights are those of the exponential Simpson rule on the nodes
+0, ½, 1, with N(c) as the end value; the estimate replaces it by N(u₁) (F(u₁) is evaluated
+anyway: the next step's F(u) and the dense output's end slope),
+
+    err = 4 · h (4φ₃ − φ₂)(hL) (N(c) − N(u₁)),
+
+O(h⁴) (c approximates u(t + h) to second order); `error_order` 4; the fourth-order
+solution is propagated. The factor 4 (`_SAFETY`) is measured: in the multi-stage net's
+plateau the bare estimate is only 0.5–1 × the true local error, and errors made there grow
+through the saddle. Measured err/rtol (relative to max |θ|): rotated Bernoulli flows with
+an outlier at 1e3 … 1e5 or none, rtol 1e-4 … 1e-8, 0.017 (flat: over-delivered, the bare
+estimate is ≈ 14 × the error on a contracting flow); the small multi-stage net (m = 30,
+t = 20) through `simulate`, rtol 1e-4 … 1e-8, 0.12–0.55 for θ and 0.20–0.61 for the
+energy; the multi-stage net m = 1000, rtol 1e-3 … 1e-6, 0.5–2.0; m = 5000, 2.7–18
+(**under-delivered**, more at tighter rtol: the saddle's growth, eigenvalues up to +0.24
+for t ≈ 18, outruns a per-step error test). No constant serves both ends; tolerance
+transformations (as `EXPRB43`'s) need the controller's rtol, which diffrax hands only to
+implicit solvers (then fixed steps would need tolerances too). Error bars of the
+toolkit's runs come from companion solves, not from rtol.
+
+**States with quadratures (the toolkit's (θ, E), E′ = ‖∇L‖²).** Their Jacobian is not
+symmetric (the E row), and E is not part of the gradient flow: `subspace_mask` keeps the
+subspace on θ (a symmetric L on vectors with E components couples E into the stiff mode:
+E off by 4–88 × rtol on a Bernoulli flow with an outlier at 500), and the components it
+zeroes get an error estimate of their own (`_quadrature_error`): L does not act on them,
+their update is RK4's quadrature along the stages, and a transient of an outlier that has
+decayed within the step is invisible to the end-value estimate. With both, E is at
+0.65–2.15 × rtol where it was at 2–10⁴ × (measured in `_quadrature_error`).
+
+**Cost per step:** 4 field evaluations (F(a), F(b), F(c), F(u₁)) and `rank`
+Hessian-vector products (`jax.jvp` of the field). A rejected step repeats them.
+
+**When it helps.** Where the stiffness is a few outliers (`rank` or fewer below −3/h). A
+stiff bulk (a discretised diffusion, a Hessian with many large eigenvalues) is left in
+N: the step is then limited like RK4's, h ρ(J − L) ≲ 2.8, and the method is slower than
+`ROCK4`/`RKC2` — it stays error-controlled (unstable steps fail their error test), it
+does not become wrong.
+
+**Limits.** The subspace is `rank` dense vectors; positive eigenvalues of J (directions
+of growth, e.g. a saddle's escape) are left in N (their Ritz values are clipped at 0).
+
+**References:** S. Krogstad, "Generalized integrating factor methods for stiff PDEs",
+J. Comput. Phys. 203 (2005) 72–88; S. M. Cox, P. C. Matthews, "Exponential time
+differencing for stiff systems", J. Comput. Phys. 176 (2002) 430–455; M. Hochbruck,
+A. Ostermann, "Exponential integrators", Acta Numerica 19 (2010) 209–286, §2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array
+
+from .record import SolverRecord
+
+__all__ = ["ETDRK4", "ETDState", "etd_eval_counts", "flow_state_mask", "phi_functions"]
+
+# |z| below which φ₁…φ₃ are summed as series (the closed forms lose digits to
+# cancellation: (e^z − 1 − z − z²/2)/z³ at z = 0.1 keeps about 13); 16 terms reach
+# rounding for |z| < 0.5.
+_SERIES_BELOW = 0.5
+_SERIES_TERMS = 16
+
+
+# Block power steps on the starting subspace in `init` (`rank` Hessian-vector products
+# each). The first step's L must already hold the outliers: where a stiff mode starts far
+# from its slow manifold, a misaligned L puts λ × (misalignment) of fast-decaying forcing
+# into N, which no step size above 1/|λ| integrates — a rotated Bernoulli flow with an
+# outlier at 1e4–1e5 and the stiff coordinate starting at 1 ended 1.1–7.9 × rtol off at
+# rtol 1e-7/1e-8 from the gradient's direction alone (0.07 × with the coordinate at 1e-3).
+_INIT_POWER_STEPS = 4
+
+
+# The step's error estimate is reported × this. In the multi-stage net's plateau the
+# estimate is 0.5–1 × the step's true local error (m = 5000 from θ(5), h = 0.25 … 2: the
+# local error grows like h^4.35, pre-asymptotic, and the bulk is flat, so the estimate's
+# J-weighted difference is small), and the errors made there grow through the saddle
+# (eigenvalues up to +0.24 for t ≈ 18): with the estimate as it is, m = 1000 ended at
+# 1.9–8.6 × rtol (relative, rtol 1e-3 … 1e-6) and m = 5000 at 7–39 ×. With 4: m = 1000
+# 0.5–2.0 ×, m = 5000 2.7–18 × (under-delivered: see the module doc). On contracting flows
+# (rotated Bernoulli) the estimate is ≈ 14 × the error, so they over-deliver (≈ 0.02 ×).
+# The work-precision curve hardly moves (the factor relabels rtol).
+_SAFETY = 4.0
+
+
+def phi_functions(z: Array) -> tuple[Array, Array, Array, Array]:
+    """(e^z, φ₁(z), φ₂(z), φ₃(z)) elementwise, φ_k(z) = Σ_j z^j/(j + k)!: closed forms
+    away from 0, series near it."""
+    small = jnp.abs(z) < _SERIES_BELOW
+    zs = jnp.where(small, 1.0, z)  # keeps the unused branch finite
+    e = jnp.exp(zs)
+    p1 = (e - 1.0) / zs
+    p2 = (p1 - 1.0) / zs
+    p3 = (p2 - 0.5) / zs
+    zz = jnp.where(small, z, 0.0)
+    series = []
+    for k in (1, 2, 3):
+        acc = jnp.zeros_like(zz)
+        for j in range(_SERIES_TERMS - 1, -1, -1):  # Horner
+            acc = acc * zz + 1.0 / math.factorial(j + k)
+        series.append(acc)
+    return (
+        jnp.exp(z),
+        jnp.where(small, series[0], p1),
+        jnp.where(small, series[1], p2),
+        jnp.where(small, series[2], p3),
+    )
+
+
+def _quadrature_error(h, n0, na, nb, n1):
+    """The error estimate of a component outside the flow (`subspace_mask`'s zeros: a
+    quadrature E′ = q(θ), such as the toolkit's energy), elementwise: D²/(|G| + |D|) with
+    D = (h/3)(q₀ − 2q_½ + q₁) (Simpson minus the trapezoid rule) and G = h(q₁ − q₀).
+
+    Why: L does not act on such a component, so its update is the classical RK4 quadrature
+    of q along the stages, and where q holds a fast transient of an outlier (λ z)² e^{2λt}
+    that has decayed within the step, the end-value estimate above sees nothing (E off by
+    10²–10⁴ × rtol on a Bernoulli flow with an outlier at 500). D alone sees it but is
+    O(h³) on smooth q (3–4 × the steps). D²/(|G| + |D|) is ≈ h B/12 on q = A + B e^{μt}
+    with μh ≫ 1 (the error is ≈ h B/6) and O(h⁴) on smooth q (h⁴ q″²/(144 q′)), the
+    order of the main estimate. Measured (rtol 1e-5 … 1e-8): E at 0.65–1.25 × rtol on the
+    Bernoulli flow from z = 1e-3 and from z = 1, 0.58–2.15 on the small multi-stage net
+    (2–14 without it), for 3–8 % more evaluations."""
+    d = (h / 3.0) * (n0 - na - nb + n1)
+    g = h * (n1 - n0)
+    return d * d / (jnp.abs(g) + jnp.abs(d) + jnp.finfo(d.dtype).tiny)
+
+
+def _columns(matvec, basis: Array) -> Array:
+    """[matvec(v) for the columns v of `basis`], column by column: `jax.vmap` of a
+    Hessian-vector product over a batch of one column was 10 × one product on the
+    multi-stage net (m = 1000: 25 against 2.4 ms; XLA batches the n × m intermediates)."""
+    return jnp.stack([matvec(basis[:, i]) for i in range(basis.shape[1])], axis=1)
+
+
+def _orthonormal(a: Array) -> Array:
+    """Orthonormal columns spanning `a`'s, each keeping its column's direction and order
+    (QR with the signs of R's diagonal made positive)."""
+    q, r = jnp.linalg.qr(a)
+    return q * jnp.where(jnp.diagonal(r) < 0, -1.0, 1.0)
+
+
+class ETDState(eqx.Module):
+    """State of `ETDRK4` between steps (all leaves arrays: diffrax keeps the old state
+    leaf-wise when a step is rejected).
+
+    - `f0`: F(t_n, y_n), flat (first same as last).
+    - `basis`: the subspace (n × `rank`, orthonormal columns) whose Rayleigh–Ritz pairs
+      make L at the next step: J's dominant eigenvectors by block power iteration.
+    - `ritz`: the Ritz values of the last accepted step (unclipped, ascending).
+    - `n_steps`, `vf_evals`, `jvp_evals`: accepted steps, field evaluations and
+      Hessian-vector products along the accepted path (`init`'s F(y₀) included).
+    """
+
+    f0: Array
+    basis: Array
+    ritz: Array
+    n_steps: Array
+    vf_evals: Array
+    jvp_evals: Array
+
+
+class ETDRK4(diffrax.AbstractAdaptiveSolver):
+    r"""Fourth-order exponential time differencing (Krogstad's ETDRK4-B) whose linear part
+    is the Hessian's `rank` most negative eigenpairs, for gradient flows with a few stiff
+    outliers; see the module `flows._solvers._etd` for the scheme, the error estimate and
+    when it helps.
+
+    **Arguments (fields):**
+
+    - `rank`: how many outlying eigenpairs of J = −∇²L form the linear part (default 1;
+      static). Each costs one Hessian-vector product per step.
+    - `subspace_mask`: y ↦ y with the components that are not part of the gradient flow
+      set to 0 (static; default None: every component is). For a state that carries
+      quadratures of the flow — the toolkit's (θ, E) with E′ = ‖∇L‖², whose row makes J
+      non-symmetric — L acts on the flow alone, and the zeroed components get their own
+      error estimate (see the module doc). `make_solver('etdrk4')`, and so `simulate`,
+      pass `flow_state_mask`.
+
+    Use it in `diffrax.diffeqsolve` with a `PIDController` (its tolerances are the
+    controller's, as for `diffrax.Tsit5`), or by name: `flows.simulate(...,
+    solver='etdrk4')`, `--solver etdrk4`. Its counts: `flows.etd_eval_counts`.
+
+    Order 4, `error_order` 4 (an O(h⁴) estimate, the fourth-order solution propagated).
+    """
+
+    term_structure: ClassVar = diffrax.AbstractTerm
+    interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
+        diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+    )
+    rank: int = eqx.field(static=True, default=1)
+    subspace_mask: Callable[[Any], Any] | None = eqx.field(static=True, default=None)
+
+    def _mask(self, unravel):
+        """The subspace's vectors (columns, flat) with `subspace_mask` applied."""
+        if self.subspace_mask is None:
+            return lambda a: a
+        mask = self.subspace_mask
+
+        def one(v):
+            return ravel_pytree(mask(unravel(v)))[0].astype(v.dtype)
+
+        return jax.vmap(one, in_axes=1, out_axes=1)
+
+    def __check_init__(self):
+        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
+            raise ValueError(f"ETDRK4 `rank` must be an integer ≥ 1; got {self.rank!r}.")
+
+    def order(self, terms):
+        return 4
+
+    def error_order(self, terms):
+        return 4
+
+    def init(self, terms, t0, t1, y0, args):
+        yf, unravel = ravel_pytree(y0)
+        f0, _ = ravel_pytree(terms.vf(t0, y0, args))
+        f0 = f0.astype(yf.dtype)
+        if self.rank > yf.size:
+            raise ValueError(
+                f"ETDRK4 `rank` ({self.rank}) exceeds the number of parameters ({yf.size})."
+            )
+        # start: the gradient (the direction the flow moves, rich in the stiff
+        # eigenvectors) and fixed pseudo-random directions (key 0: reproducible), then
+        # `_INIT_POWER_STEPS` block power steps, so the first step's L is already aligned
+        # with the outliers (see `_INIT_POWER_STEPS`)
+        extra = jax.random.normal(jax.random.PRNGKey(0), (yf.size, self.rank), yf.dtype)
+        start = extra.at[:, 0].set(jnp.where(jnp.any(f0 != 0), f0, extra[:, 0]))
+        mask = self._mask(unravel)
+        basis = _orthonormal(mask(start))
+
+        def matvec(v):
+            return ravel_pytree(jax.jvp(lambda y: terms.vf(t0, unravel(y), args), (yf,), (v,))[1])[
+                0
+            ].astype(yf.dtype)
+
+        for _ in range(_INIT_POWER_STEPS):
+            w = mask(_columns(matvec, basis))
+            usable = jnp.all(jnp.isfinite(w)) & jnp.all(jnp.linalg.norm(w, axis=0) > 0)
+            basis = jnp.where(usable, _orthonormal(jnp.where(usable, w, basis)), basis)
+        z = jnp.zeros((), jnp.int32)
+        return ETDState(
+            f0=f0,
+            basis=basis,
+            ritz=jnp.zeros((self.rank,), yf.dtype),
+            n_steps=z,
+            vf_evals=jnp.ones((), jnp.int32),
+            jvp_evals=jnp.asarray(_INIT_POWER_STEPS * self.rank, jnp.int32),
+        )
+
+    def func(self, terms, t0, y0, args):
+        return terms.vf(t0, y0, args)
+
+    def report(self, solver_state, index: int | None = None, *, last_stages: bool = True):
+        """Its own counts from its final state (accepted steps only; member `index` of a
+        batched state): (field evaluations plus Hessian-vector products, `SolveStats.extra`
+        entries: `jvp_evals`, and `ritz_min`, the most negative Ritz value of J at the last
+        step — minus the Hessian's largest eigenvalue there). `last_stages` is unused (the
+        stabilized solvers' signature)."""
+        del last_stages
+        c = etd_eval_counts(solver_state)
+
+        def pick(v):
+            return np.asarray(v) if index is None else np.asarray(v)[index]
+
+        vf, jv = int(pick(c["vf_evals"])), int(pick(c["jvp_evals"]))
+        return vf + jv, {"jvp_evals": jv, "ritz_min": float(np.min(pick(c["ritz"])))}
+
+    def step(self, terms, t0, t1, y0, args, solver_state: ETDState, made_jump):
+        st = solver_state
+        yf, unravel = ravel_pytree(y0)
+        dt = yf.dtype
+        h = jnp.asarray(t1 - t0, dt)
+
+        def fvec(t, y):
+            return ravel_pytree(terms.vf(t, unravel(y), args))[0].astype(dt)
+
+        f0 = st.f0
+        vf_evals = st.vf_evals
+        if made_jump is not False:
+            f0 = jax.lax.cond(made_jump, lambda: fvec(t0, yf), lambda: f0)
+            vf_evals = vf_evals + jnp.asarray(made_jump, jnp.int32)
+
+        # The stored subspace V, one block power step W = J V (`rank` Hessian-vector
+        # products at y_n): the Ritz values Λ of J on V (VᵀJV = VᵀW = U Λ Uᵀ) and, as their
+        # vectors, Q = orth(W U) — the Ritz vectors V U after one power step at this y,
+        # so L follows the eigenvectors as they turn (Ritz vectors of V itself lag a step
+        # behind: 2–3× the global error on the multi-stage net). Q is the next V.
+        def matvec(v):
+            return jax.jvp(lambda y: fvec(t0, y), (yf,), (v,))[1]
+
+        w = _columns(matvec, st.basis)
+        t_small = st.basis.T @ w
+        ritz, u = jnp.linalg.eigh(0.5 * (t_small + t_small.T))
+        wu = self._mask(unravel)(w @ u)
+        usable = jnp.all(jnp.isfinite(wu)) & jnp.all(jnp.linalg.norm(wu, axis=0) > 0)
+        q = jnp.where(usable, _orthonormal(jnp.where(usable, wu, st.basis)), st.basis @ u)
+        lam = jnp.minimum(ritz, 0.0)
+
+        e1, p1, p2, p3 = phi_functions(h * lam)
+        eh, q1, q2, _ = phi_functions(0.5 * h * lam)
+
+        def act(coef, lin, v):
+            """(lin·I + Q (coef − lin) Qᵀ) v: a function of hL with values `coef` on the
+            Ritz directions and `lin` (its value at 0) elsewhere."""
+            return lin * v + q @ ((coef - lin) * (q.T @ v))
+
+        def nonlin(y, f):
+            return f - q @ (lam * (q.T @ y))
+
+        n0 = nonlin(yf, f0)
+        ta, tb = t0 + 0.5 * (t1 - t0), t1
+        e_half_y = act(eh, 1.0, yf)
+        a = e_half_y + (0.5 * h) * act(q1, 1.0, n0)
+        na = nonlin(a, fvec(ta, a))
+        b = a + h * act(q2, 0.5, na - n0)
+        nb = nonlin(b, fvec(ta, b))
+        c = act(e1, 1.0, yf) + h * act(p1, 1.0, n0) + (2.0 * h) * act(p2, 0.5, nb - n0)
+        nc = nonlin(c, fvec(tb, c))
+        w_end = 4.0 * p3 - p2
+        y1 = act(e1, 1.0, yf) + h * (
+            act(p1 - 3.0 * p2 + 4.0 * p3, 1.0 - 1.5 + 4.0 / 6.0, n0)
+            + act(2.0 * p2 - 4.0 * p3, 1.0 - 4.0 / 6.0, na + nb)
+            + act(w_end, 4.0 / 6.0 - 0.5, nc)
+        )
+        f1 = fvec(t1, y1)
+        n1 = nonlin(y1, f1)
+        y_error = h * act(w_end, 4.0 / 6.0 - 0.5, nc - n1)
+        if self.subspace_mask is not None:
+            # components outside the flow (quadratures such as E): see `_quadrature_error`
+            ones = jnp.ones_like(yf)
+            outside = ones - ravel_pytree(self.subspace_mask(unravel(ones)))[0].astype(dt)
+            y_error = y_error + outside * _quadrature_error(h, n0, na, nb, n1)
+
+        y_error = _SAFETY * y_error  # see `_SAFETY`
+        finite = jnp.all(jnp.isfinite(y1)) & jnp.all(jnp.isfinite(y_error))
+        y_error = jnp.where(finite, y_error, jnp.inf)
+        result = diffrax.RESULTS.where(
+            finite,
+            diffrax.RESULTS.successful,
+            diffrax.RESULTS.nonfinite,  # pyright: ignore[reportArgumentType]
+        )
+        new_state = ETDState(
+            f0=f1,
+            basis=q,
+            ritz=ritz,
+            n_steps=st.n_steps + 1,
+            vf_evals=vf_evals + 4,
+            jvp_evals=st.jvp_evals + self.rank,
+        )
+        k = jnp.stack([h * f0, h * f1])
+        dense_info = dict(y0=y0, y1=unravel(y1), k=jax.vmap(unravel)(k))
+        return unravel(y1), unravel(y_error), dense_info, new_state, result
+
+
+def flow_state_mask(y):
+    """The `subspace_mask` of the toolkit's flow state (θ, E): θ kept, E zeroed."""
+    if not (isinstance(y, tuple) and len(y) == 2 and jnp.ndim(y[1]) == 0):
+        raise TypeError(
+            "`flow_state_mask` (the subspace mask of make_solver('etdrk4')) expects the "
+            "toolkit's flow state (θ, E); for your own diffrax solve use `flows.ETDRK4()`, "
+            "with a `subspace_mask` of your own if your state has quadrature components."
+        )
+    theta, energy = y
+    return theta, jnp.zeros_like(energy)
+
+
+def _make_etdrk4(rtol, atol, error_norm, on_products):
+    return ETDRK4(subspace_mask=flow_state_mask)
+
+
+def etd_eval_counts(solver_state: ETDState | diffrax.Solution) -> dict[str, Array]:
+    """Counts of an `ETDRK4` solve along its accepted path: `vf_evals` (field evaluations,
+    `init`'s included), `jvp_evals` (Hessian-vector products), `steps`, and `ritz` (the
+    last step's Ritz values of J, ascending). Pass `sol.solver_state` of a solve with
+    `SaveAt(..., solver_state=True)`, or that `Solution`."""
+    state = (
+        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
+    )
+    if not isinstance(state, ETDState):
+        raise TypeError(
+            "expected the final ETDRK4 solver state; solve with "
+            "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
+            f"(got {type(state).__name__})."
+        )
+    return dict(
+        vf_evals=state.vf_evals,
+        jvp_evals=state.jvp_evals,
+        steps=state.n_steps,
+        ritz=state.ritz,
+    )
+
+
+#: `solver='etdrk4'`: rank 1, the subspace on θ of the flow state (θ, E), the
+#: controller's tolerances; it steps to its save times (its
+#: cubic Hermite between long steps across a stiff direction is not trusted, as ROCK4's).
+RECORD = SolverRecord(
+    "etdrk4",
+    ETDRK4,
+    make=_make_etdrk4,
+    method=(
+        "Krogstad's ETDRK4-B whose linear part is the Hessian's most negative eigenpair "
+        "(Rayleigh-Ritz on one block power step per step), flows._solvers._etd"
+    ),
+    steps_to_saves=True,
+)
