@@ -1,6 +1,7 @@
-"""The Krylov exponential Rosenbrock solvers (`EXPRB43`, `EXPRB32`) against gradient
-descent and the stabilized explicit solvers (RKC2, ROCK4) on the multi-stage net, at GD
-η = 1e-3's error.
+"""The Hessian-aware solvers — `ETDRK4` (exponential time differencing with the Hessian's
+outlier as its linear part) and the Krylov exponential Rosenbrock solvers (`EXPRB43`,
+`EXPRB32`) — against gradient descent and the stabilized explicit solvers (RKC2, ROCK4)
+on the multi-stage net, at GD η = 1e-3's error.
 
 One process, one vector field for every row: the flat autodiff field y ↦ −∇L of
 `TwoLayer(m, d=1, α=1)`, tanh, target f₁ on the paper data (1000 points), key 0, to
@@ -12,9 +13,10 @@ rtol 1e-11, atol 1e-13. Error: max |θ(20) − θ_ref(20)|.
 
 Counts come from a separate, identical solve whose field counts its calls on the host:
 gradients (field evaluations) and Hessian-vector products (`jax.jvp` of the field: the
-Krylov bases, RKC2/ROCK4's power iterations) separately, rejected steps included. A
-Hessian-vector product costs more than a gradient; its measured cost (in gradients, on
-this machine, in the same process) converts them to gradient-equivalents.
+Krylov bases, ETDRK4's power steps, RKC2/ROCK4's power iterations) separately, rejected
+steps included. A Hessian-vector product costs more than a gradient; its measured cost
+(in gradients, on this machine, in the same process) converts them to
+gradient-equivalents.
 
 Wall times: compilation excluded (each solver is compiled once, rtol is traced); rounds
 interleave GD and every solver so that a change of machine load hits all of them, and
@@ -24,7 +26,8 @@ The work-precision curve of each solver is read at GD's error by log–log inter
 between the two tolerances whose errors bracket it (no extrapolation).
 
 Usage: `python benchmarks/bench_krylov.py [--m 1000] [--rounds 3] [--out tables.md]
-[--json rows.json]` (the tables of `benchmarks/results/krylov.md` come from two such runs).
+[--solvers etdrk4,exprb43,…] [--json rows.json]` (the tables of
+`benchmarks/results/krylov.md` come from such runs).
 """
 
 from __future__ import annotations
@@ -44,13 +47,14 @@ from jax.flatten_util import ravel_pytree
 jax.config.update("jax_enable_x64", True)
 
 import flows  # noqa: E402
-from flows import EXPRB32, EXPRB43  # noqa: E402
+from flows import ETDRK4, EXPRB32, EXPRB43  # noqa: E402
 from flows.models import TwoLayer  # noqa: E402
 
 T1 = 20.0
 LR = 1e-3
 ATOL_FACTOR = 1e-3
 GRIDS = {
+    "etdrk4": (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5),
     "exprb43": (1e-4, 3e-5, 1e-5),
     "exprb32": (3e-5, 1e-5),
     "rkc2": (1e-4, 3e-5, 1e-5),
@@ -96,6 +100,8 @@ class Counter:
 
 
 def make_solver(name: str, rtol, atol):
+    if name == "etdrk4":
+        return ETDRK4()
     if name == "exprb43":
         return EXPRB43()
     if name == "exprb32":
@@ -231,7 +237,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--solvers", default="exprb43,exprb32,rkc2,rock4")
+    ap.add_argument("--solvers", default="etdrk4,exprb43,exprb32,rkc2,rock4")
     ap.add_argument(
         "--out", default=None, help="write the tables here (results/krylov.md is curated)"
     )
