@@ -95,8 +95,9 @@ def test_phi_functions_against_quadrature():
 
 
 def test_order_four_on_a_smooth_flow():
-    """Fixed steps h = 1/8 … 1/64 on the Bernoulli flow with λ ∈ [1, 10] (no outlier): the
-    fitted order is 4 (measured 4.11); L = 0 would be classical RK4."""
+    """Fixed steps h = 1/16 … 1/128 on the Bernoulli flow with λ ∈ [1, 10] (no outlier):
+    the fitted order is 4 (measured 4.17; local slopes 4.39, 4.11, 4.02 — 4.42 over
+    h = 1/8 … 1/64, still pre-asymptotic there)."""
     field, y0, exact = bernoulli(d=20, bulk=10.0)
 
     @jax.jit
@@ -109,10 +110,10 @@ def test_order_four_on_a_smooth_flow():
             dt,
             jnp.asarray(y0),
             stepsize_controller=diffrax.ConstantStepSize(),
-            max_steps=64,
+            max_steps=256,
         ).ys[-1]
 
-    hs = np.array([1 / 8, 1 / 16, 1 / 32, 1 / 64])
+    hs = np.array([1 / 16, 1 / 32, 1 / 64, 1 / 128])
     errs = np.array([rel_error(solve(h), exact(1.0)) for h in hs])
     slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
     assert 3.7 <= slope <= 4.5, (slope, errs)
