@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _exponential import adaptive_solver, bernoulli, rel_error, stiff_module
 from scipy import integrate
 
 from flows import ETDRK4, etd_eval_counts
@@ -25,51 +26,14 @@ from flows._solvers._etd import phi_functions
 RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
 
 
-def bernoulli(d=20, bulk=3.0, stiff=(), seed=0):
-    """(field, θ0, exact θ(t)): λ geometric in [1, `bulk`], the last ones set to `stiff`."""
-    rng = np.random.default_rng(seed)
-    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    lam = np.geomspace(1.0, bulk, d)
-    if stiff:
-        lam[-len(stiff) :] = stiff
-    z0 = rng.uniform(0.5, 1.5, d) * rng.choice([-1.0, 1.0], d)
-    qj, lj = jnp.asarray(q), jnp.asarray(lam)
-
-    def field(t, y, args):
-        z = qj.T @ y
-        return -(qj @ (lj * z + z**3))
-
-    def exact(t):
-        decay = np.exp(-lam * t)
-        return q @ (np.sign(z0) * decay / np.sqrt(z0**-2.0 + (1.0 - decay**2) / lam))
-
-    return field, q @ z0, exact
-
-
-def rel_error(y, ref):
-    return float(np.max(np.abs(np.asarray(y) - ref)) / np.max(np.abs(ref)))
+def outliers(d=20, stiff=(), seed=0):
+    """The rotated Bernoulli flow (`_exponential.bernoulli`) with a bulk λ ∈ [1, 3] and the
+    outliers `stiff`."""
+    return bernoulli(d=d, lam_max=3.0, stiff=stiff, seed=seed)
 
 
 def adaptive(solver, field, y0, t1=1.0):
-    """One compiled solve with rtol traced (atol = 1e-3 rtol), diffrax's PIDController."""
-
-    @jax.jit
-    def solve(rtol):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            solver,
-            0.0,
-            t1,
-            None,
-            jnp.asarray(y0),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=1e-3 * rtol),
-            max_steps=20_000,
-            saveat=diffrax.SaveAt(t1=True, solver_state=True),
-            throw=False,
-        )
-        return sol.ys[-1], sol.result._value, sol.solver_state
-
-    return solve
+    return adaptive_solver(solver, field, y0, t1)
 
 
 def test_phi_functions_against_quadrature():
@@ -98,7 +62,7 @@ def test_order_four_on_a_smooth_flow():
     """Fixed steps h = 1/16 … 1/128 on the Bernoulli flow with λ ∈ [1, 10] (no outlier):
     the fitted order is 4 (measured 4.17; local slopes 4.39, 4.11, 4.02 — 4.42 over
     h = 1/8 … 1/64, still pre-asymptotic there)."""
-    field, y0, exact = bernoulli(d=20, bulk=10.0)
+    field, y0, exact = bernoulli(d=20, lam_max=10.0)
 
     @jax.jit
     def solve(dt):
@@ -127,7 +91,7 @@ def test_tolerance_contract_with_a_stiff_outlier(outlier):
     over-delivers; see the module doc), the stiff coordinate starting far from its slow manifold
     (z = O(1): the fast transient that a misaligned L mis-integrates without the power
     steps of `init`), in far fewer steps than RK4's stability would allow (t₁ λ / 2.8)."""
-    field, y0, exact = bernoulli(d=50, stiff=(outlier,))
+    field, y0, exact = outliers(d=50, stiff=(outlier,))
     solve = adaptive(ETDRK4(), field, y0)
     for rtol in RTOLS:
         y, res, st = solve(rtol)
@@ -145,7 +109,7 @@ def test_rank_two_takes_two_outliers():
     300 in N and is held to h ≲ 2.8/300 (measured at rtol 1e-3, 1e-5, 1e-7: 14, 40, 128
     steps against 120, 149, 254; at 1e-7 both are accuracy-limited). Both meet
     the tolerance, and rank 2's Ritz values are the two outliers."""
-    field, y0, exact = bernoulli(d=50, stiff=(300.0, 1000.0))
+    field, y0, exact = outliers(d=50, stiff=(300.0, 1000.0))
     steps = {}
     for rank in (1, 2):
         solve = adaptive(ETDRK4(rank=rank), field, y0)
@@ -306,18 +270,7 @@ def test_a_stiff_bulk_is_slow_but_never_under_delivered():
     outlier, so rank 1 leaves it in N and the step is held to RK4's stability (thousands of
     steps, many rejected) — but the error test holds: err/rtol ≤ 3 at rtol 1e-3, 1e-5,
     1e-8 (measured on N = 200: 0.063–0.2; `benchmarks/results/bare_contract.md`)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).parent.parent / "benchmarks" / "work_precision" / "stiff.py"
-    if "wp_stiff" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("wp_stiff", path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["wp_stiff"] = mod
-        spec.loader.exec_module(mod)
-    s = sys.modules["wp_stiff"]
+    s = stiff_module()
     p = s.heat(100)
     solve = adaptive(ETDRK4(), p.field, p.y0, p.t1)
     for rtol in (1e-3, 1e-5, 1e-8):

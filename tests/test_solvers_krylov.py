@@ -10,76 +10,21 @@ solution is z_i(t) = sign(z_i0) e^{−λ_i t} / sqrt(z_i0^{−2} + (1 − e^{−
 Hessian Q diag(λ_i + 3z_i²) Qᵀ is dense and (for large λ_i) stiff.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 import pytest
+from _exponential import adaptive_solver, bernoulli, rel_error, stiff_module
 
 from flows._solvers._krylov import EXPRB32, EXPRB43, krylov_eval_counts
 
 RTOLS = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
-_STIFF = Path(__file__).parent.parent / "benchmarks" / "work_precision" / "stiff.py"
 
 
 def _heat(n):
-    if "wp_stiff" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("wp_stiff", _STIFF)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["wp_stiff"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["wp_stiff"].heat(n)
-
-
-def bernoulli(d=20, lam_max=10.0, seed=0):
-    """(field, θ0, exact θ(t)) of the rotated Bernoulli flow, λ geometric in [1, lam_max]."""
-    rng = np.random.default_rng(seed)
-    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    lam = np.geomspace(1.0, lam_max, d)
-    z0 = rng.uniform(0.5, 1.5, d) * rng.choice([-1.0, 1.0], d)
-    qj, lj = jnp.asarray(q), jnp.asarray(lam)
-
-    def field(t, y, args):
-        z = qj.T @ y
-        return -(qj @ (lj * z + z**3))
-
-    def exact(t):
-        decay = np.exp(-lam * t)
-        return q @ (np.sign(z0) * decay / np.sqrt(z0**-2.0 + (1.0 - decay**2) / lam))
-
-    return field, q @ z0, exact
-
-
-def rel_error(y, ref):
-    return float(np.max(np.abs(np.asarray(y) - ref)) / np.max(np.abs(ref)))
-
-
-def adaptive_solver(solver, field, y0, t1):
-    """One compiled solve with rtol traced (atol = 1e-3 rtol), diffrax's PIDController."""
-
-    @jax.jit
-    def solve(rtol):
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            solver,
-            0.0,
-            t1,
-            None,
-            jnp.asarray(y0),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=1e-3 * rtol),
-            max_steps=20_000,
-            saveat=diffrax.SaveAt(t1=True, solver_state=True),
-            throw=False,
-        )
-        return sol.ys[-1], sol.result._value, sol.solver_state
-
-    return solve
+    return stiff_module().heat(n)
 
 
 @pytest.mark.e2e  # compiles its own solves: tens of seconds
