@@ -243,7 +243,11 @@ def solve_flow(settings: FlowSettings, solver, problem, ts, pts, t0, t1, tol):
         # a solver whose saves between steps are less accurate than its step ends steps
         # to the save times instead (`steps_to_saves`; pts are among ts)
         stepsize_controller=pid_controller(
-            tol[0], tol[1], settings.error_norm, step_ts=_step_ts(settings, solver, ts)
+            tol[0],
+            tol[1],
+            settings.error_norm,
+            step_ts=_step_ts(settings, solver, ts),
+            solver=solver,
         ),
         max_steps=settings.max_steps,
         throw=False,

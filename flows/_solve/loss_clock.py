@@ -76,7 +76,7 @@ def _segment(settings: _Settings, solver, problem, tols, s0, y0, target, s_end):
         y0,
         args=problem,
         saveat=diffrax.SaveAt(t1=True),
-        stepsize_controller=pid_controller(tols[0], tols[1], settings.error_norm),
+        stepsize_controller=pid_controller(tols[0], tols[1], settings.error_norm, solver=solver),
         event=diffrax.Event(cond, root_finder=root),
         max_steps=settings.max_steps,
         throw=False,

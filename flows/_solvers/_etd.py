@@ -8,8 +8,9 @@ steps at h ≲ 3/34 there for stability alone; an exponential Rosenbrock method 
 builds a Krylov space of J at every stage. This method spends on the outliers only:
 
     L = Q Λ Qᵀ  (the `rank` most negative eigenpairs of J, Rayleigh–Ritz on a subspace
-                 refreshed by one block power step per step: `rank` Hessian-vector
-                 products),
+                 refreshed by one block power step per step: `rank` products J v, each
+                 a difference of two fields — one evaluation — or a Hessian-vector
+                 product, `products`),
     F(u) = L u + N(u),   N(u) = F(u) − L u,
 
 and integrates u′ = L u + N(u) by Krogstad's fourth-order exponential Runge–Kutta method
@@ -37,16 +38,19 @@ anyway: the next step's F(u) and the dense output's end slope),
 O(h⁴) (c approximates u(t + h) to second order); `error_order` 4; the fourth-order
 solution is propagated. The factor 4 (`_SAFETY`) is measured: in the multi-stage net's
 plateau the bare estimate is only 0.5–1 × the true local error, and errors made there grow
-through the saddle. Measured err/rtol (relative to max |θ|): rotated Bernoulli flows with
-an outlier at 1e3 … 1e5 or none, rtol 1e-4 … 1e-8, 0.017 (flat: over-delivered, the bare
-estimate is ≈ 14 × the error on a contracting flow); the small multi-stage net (m = 30,
-t = 20) through `simulate`, rtol 1e-4 … 1e-8, 0.12–0.55 for θ and 0.20–0.61 for the
-energy; the multi-stage net m = 1000, rtol 1e-3 … 1e-6, 0.5–2.0; m = 5000, 2.7–18
-(**under-delivered**, more at tighter rtol: the saddle's growth, eigenvalues up to +0.24
-for t ≈ 18, outruns a per-step error test). No constant serves both ends; tolerance
-transformations (as `EXPRB43`'s) need the controller's rtol, which diffrax hands only to
-implicit solvers (then fixed steps would need tolerances too). Error bars of the
-toolkit's runs come from companion solves, not from rtol.
+through the saddle. Measured err/rtol (relative to max |θ|; the toolkit's PI controller,
+see below): rotated Bernoulli flows with an outlier at 1e3 … 1e5 or none, rtol 1e-4 …
+1e-8, 0.017 under diffrax's I-controller (flat: over-delivered, the bare estimate is ≈ 14 ×
+the error on a contracting flow); the small multi-stage net (m = 30, t = 20) through
+`simulate`, rtol 1e-4 … 1e-8, 0.033–0.21 for θ and 0.034–0.16 for the energy (0.12–0.55
+and 0.20–0.61 under the I-controller, for 24–28 % fewer evaluations at each rtol: the same
+work for the same error); the multi-stage net m = 1000, rtol 1e-3 … 1e-6, 0.11–1.7 (I:
+0.5–2.0); m = 5000, 1.5–11 (I: 2.7–18; **under-delivered**, more at tighter rtol: the
+saddle's growth, eigenvalues up to +0.24 for t ≈ 18, outruns a per-step error test). No
+constant serves both ends; tolerance transformations (as `EXPRB43`'s) need the
+controller's rtol, which diffrax hands only to implicit solvers (then fixed steps would
+need tolerances too). Error bars of the toolkit's runs come from companion solves, not
+from rtol.
 
 **States with quadratures (the toolkit's (θ, E), E′ = ‖∇L‖²).** Their Jacobian is not
 symmetric (the E row), and E is not part of the gradient flow: `subspace_mask` keeps the
@@ -57,8 +61,17 @@ their update is RK4's quadrature along the stages, and a transient of an outlier
 decayed within the step is invisible to the end-value estimate. With both, E is at
 0.65–2.15 × rtol where it was at 2–10⁴ × (measured in `_quadrature_error`).
 
-**Cost per step:** 4 field evaluations (F(a), F(b), F(c), F(u₁)) and `rank`
-Hessian-vector products (`jax.jvp` of the field). A rejected step repeats them.
+**Cost per step:** 4 field evaluations (F(a), F(b), F(c), F(u₁)) and `rank` products
+J v: by default a field evaluation each, F(u + δv) (`products='difference'`: L has to be
+near J's outliers, not equal to them, and a Hessian-vector product by `jax.jvp` costs
+1.6–2.1 gradients of wall on the multi-stage net); `products='jvp'` takes `jax.jvp` of
+the field. A rejected step repeats them.
+
+**Step-size control.** The toolkit drives it with a PI controller (pcoeff = icoeff =
+0.3, `ETDRK4.controller_coefficients`): its error estimate jumps where the outlier's
+eigenvector turns and through the saddle, and under diffrax's I-controller 19–29 % of
+its attempts on the multi-stage net (m = 5000) were rejected, 0–13 % under the PI one, at
+a lower cost for the same error (`benchmarks/results/krylov.md`).
 
 **When it helps.** Where the stiffness is a few outliers (`rank` or fewer below −3/h). A
 stiff bulk (a discretised diffusion, a Hessian with many large eigenvalues) is left in
@@ -100,7 +113,7 @@ _SERIES_BELOW = 0.5
 _SERIES_TERMS = 16
 
 
-# Block power steps on the starting subspace in `init` (`rank` Hessian-vector products
+# Block power steps on the starting subspace in `init` (`rank` products J v
 # each). The first step's L must already hold the outliers: where a stiff mode starts far
 # from its slow manifold, a misaligned L puts λ × (misalignment) of fast-decaying forcing
 # into N, which no step size above 1/|λ| integrates — a rotated Bernoulli flow with an
@@ -119,6 +132,24 @@ _INIT_POWER_STEPS = 4
 # (rotated Bernoulli) the estimate is ≈ 14 × the error, so they over-deliver (≈ 0.02 ×).
 # The work-precision curve hardly moves (the factor relabels rtol).
 _SAFETY = 4.0
+
+
+#: How the subspace's products J v are formed (`ETDRK4(products=...)`): 'difference'
+#: (the default) (F(y + δv) − F(y))/δ, one field evaluation, F(y) being the step's first
+#: stage; 'jvp' `jax.jvp` of the field, a Hessian-vector product (forward over reverse:
+#: 1.6–2.1 gradients of wall on the multi-stage net). L only has to be near J's outliers —
+#: any symmetric L gives a consistent fourth-order method (see the module doc) — so the
+#: difference's O(δ) and O(ε/δ) errors (≈ 1e-8 relative in float64, ≈ 1e-4 in float32)
+#: move L, not the order; and it needs no derivative of the field.
+_PRODUCTS = ("difference", "jvp")
+
+
+def _difference_step(y: Array) -> Array:
+    """δ of a forward-difference product J v ≈ (F(y + δv) − F(y))/δ with ‖v‖ = 1: √ε (1 +
+    ‖y‖), the usual balance of the truncation (O(δ)) and rounding (O(ε/δ)) errors
+    (Jacobian-free Newton–Krylov's choice)."""
+    eps = jnp.finfo(y.dtype).eps
+    return jnp.sqrt(eps) * (1.0 + jnp.linalg.norm(y))
 
 
 def phi_functions(z: Array) -> tuple[Array, Array, Array, Array]:
@@ -187,7 +218,8 @@ class ETDState(eqx.Module):
       make L at the next step: J's dominant eigenvectors by block power iteration.
     - `ritz`: the Ritz values of the last accepted step (unclipped, ascending).
     - `n_steps`, `vf_evals`, `jvp_evals`: accepted steps, field evaluations and
-      Hessian-vector products along the accepted path (`init`'s F(y₀) included).
+      Hessian-vector products along the accepted path (`init`'s F(y₀) and, with
+      `products='difference'`, its products J v among the field evaluations).
     """
 
     f0: Array
@@ -207,7 +239,10 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
     **Arguments (fields):**
 
     - `rank`: how many outlying eigenpairs of J = −∇²L form the linear part (default 1;
-      static). Each costs one Hessian-vector product per step.
+      static). Each costs one product J v per step (`products`).
+    - `products`: how the products J v of the subspace are formed: 'difference'
+      (default: (F(y + δv) − F(y))/δ, one field evaluation each) or 'jvp' (`jax.jvp` of
+      the field, a Hessian-vector product, ≈ 2 gradients of wall); see `_PRODUCTS`.
     - `subspace_mask`: y ↦ y with the components that are not part of the gradient flow
       set to 0 (static; default None: every component is). For a state that carries
       quadratures of the flow — the toolkit's (θ, E) with E′ = ‖∇L‖², whose row makes J
@@ -217,7 +252,10 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
 
     Use it in `diffrax.diffeqsolve` with a `PIDController` (its tolerances are the
     controller's, as for `diffrax.Tsit5`), or by name: `flows.simulate(...,
-    solver='etdrk4')`, `--solver etdrk4`. Its counts: `flows.etd_eval_counts`.
+    solver='etdrk4')`, `--solver etdrk4`. Its counts: `flows.etd_eval_counts`. The
+    toolkit's solves drive it with a PI controller (`controller_coefficients`, taken by
+    `flows.pid_controller(..., solver=...)`); pass `PIDController(pcoeff=0.3, icoeff=0.3)`
+    for the same steps in a bare `diffeqsolve`.
 
     Order 4, `error_order` 4 (an O(h⁴) estimate, the fourth-order solution propagated).
     """
@@ -226,8 +264,17 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
     interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
         diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
     )
+    #: (pcoeff, icoeff) of the toolkit's controller for this solver: a PI controller, one
+    #: of diffrax's suggestions for error estimates that do not vary smoothly. Its
+    #: estimate jumps where the outlier's eigenvector turns and in the saddle; under the
+    #: I-controller (0, 1) it rejected 19–29 % of its attempts on the multi-stage net at
+    #: m = 5000, under this one 0–13 %, and reached GD's error there in 232 evaluations
+    #: instead of 278 (m = 1000: 117 instead of 148; `benchmarks/results/krylov.md`).
+    #: (0.4, 0.3) measured within 4 % of it; (0.4, 1) and (0.2, 0.4) worse.
+    controller_coefficients: ClassVar[tuple[float, float]] = (0.3, 0.3)
     rank: int = eqx.field(static=True, default=1)
     subspace_mask: Callable[[Any], Any] | None = eqx.field(static=True, default=None)
+    products: str = eqx.field(static=True, default="difference")
 
     def _mask(self, unravel):
         """The subspace's vectors (columns, flat) with `subspace_mask` applied."""
@@ -243,6 +290,19 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
     def __check_init__(self):
         if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
             raise ValueError(f"ETDRK4 `rank` must be an integer ≥ 1; got {self.rank!r}.")
+        if self.products not in _PRODUCTS:
+            raise ValueError(
+                f"ETDRK4 `products` must be one of {', '.join(map(repr, _PRODUCTS))} (how "
+                f"J v is formed for the subspace); got {self.products!r}."
+            )
+
+    def _matvec(self, fvec, t, yf, fy):
+        """v ↦ J v at (t, yf) (`fy` = F(t, yf)) and whether it costs a field evaluation
+        (True) or a Hessian-vector product: see `products` and `_difference_step`."""
+        if self.products == "jvp":
+            return (lambda v: jax.jvp(lambda y: fvec(t, y), (yf,), (v,))[1]), False
+        delta = _difference_step(yf)
+        return (lambda v: (fvec(t, yf + delta * v) - fy) / delta), True
 
     def order(self, terms):
         return 4
@@ -267,11 +327,10 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
         mask = self._mask(unravel)
         basis = _orthonormal(mask(start))
 
-        def matvec(v):
-            return ravel_pytree(jax.jvp(lambda y: terms.vf(t0, unravel(y), args), (yf,), (v,))[1])[
-                0
-            ].astype(yf.dtype)
+        def fvec(t, y):
+            return ravel_pytree(terms.vf(t, unravel(y), args))[0].astype(yf.dtype)
 
+        matvec, as_field = self._matvec(fvec, t0, yf, f0)
         for _ in range(_INIT_POWER_STEPS):
             w = mask(_columns(matvec, basis))
             usable = jnp.all(jnp.isfinite(w)) & jnp.all(jnp.linalg.norm(w, axis=0) > 0)
@@ -282,8 +341,8 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             basis=basis,
             ritz=jnp.zeros((self.rank,), yf.dtype),
             n_steps=z,
-            vf_evals=jnp.ones((), jnp.int32),
-            jvp_evals=jnp.asarray(_INIT_POWER_STEPS * self.rank, jnp.int32),
+            vf_evals=jnp.asarray(1 + as_field * _INIT_POWER_STEPS * self.rank, jnp.int32),
+            jvp_evals=jnp.asarray((not as_field) * _INIT_POWER_STEPS * self.rank, jnp.int32),
         )
 
     def func(self, terms, t0, y0, args):
@@ -319,14 +378,12 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             f0 = jax.lax.cond(made_jump, lambda: fvec(t0, yf), lambda: f0)
             vf_evals = vf_evals + jnp.asarray(made_jump, jnp.int32)
 
-        # The stored subspace V, one block power step W = J V (`rank` Hessian-vector
-        # products at y_n): the Ritz values Λ of J on V (VᵀJV = VᵀW = U Λ Uᵀ) and, as their
+        # The stored subspace V, one block power step W = J V (`rank` products J v
+        # at y_n): the Ritz values Λ of J on V (VᵀJV = VᵀW = U Λ Uᵀ) and, as their
         # vectors, Q = orth(W U) — the Ritz vectors V U after one power step at this y,
         # so L follows the eigenvectors as they turn (Ritz vectors of V itself lag a step
         # behind: 2–3× the global error on the multi-stage net). Q is the next V.
-        def matvec(v):
-            return jax.jvp(lambda y: fvec(t0, y), (yf,), (v,))[1]
-
+        matvec, as_field = self._matvec(fvec, t0, yf, f0)
         w = _columns(matvec, st.basis)
         t_small = st.basis.T @ w
         ritz, u = jnp.linalg.eigh(0.5 * (t_small + t_small.T))
@@ -383,8 +440,8 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             basis=q,
             ritz=ritz,
             n_steps=st.n_steps + 1,
-            vf_evals=vf_evals + 4,
-            jvp_evals=st.jvp_evals + self.rank,
+            vf_evals=vf_evals + 4 + as_field * self.rank,
+            jvp_evals=st.jvp_evals + (not as_field) * self.rank,
         )
         k = jnp.stack([h * f0, h * f1])
         dense_info = dict(y0=y0, y1=unravel(y1), k=jax.vmap(unravel)(k))

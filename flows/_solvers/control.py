@@ -94,18 +94,22 @@ def error_norm_fn(error_norm: str) -> Callable[[Any], Any]:
 
 
 def pid_controller(
-    rtol: float, atol: float, error_norm: str = "rms", step_ts=None
+    rtol: float, atol: float, error_norm: str = "rms", step_ts=None, solver=None
 ) -> diffrax.AbstractAdaptiveStepSizeController:
     """The step-size controller of the toolkit's solves: diffrax's PID controller with the
     given tolerances and norm ('rms': built exactly as before the option existed, i.e.
     with diffrax's default norm). `step_ts` (None: none): times every solve must step to
     (diffrax's `ClipStepSizeController`), e.g. the save times of a solver whose dense
     output cannot be trusted between steps (`steps_to_saves`); without them the controller
-    is the same object as before the option existed (same steps, bit for bit)."""
-    if check_error_norm(error_norm) == "rms":
-        pid = diffrax.PIDController(rtol=rtol, atol=atol)
-    else:
-        pid = diffrax.PIDController(rtol=rtol, atol=atol, norm=error_norm_fn(error_norm))
+    is the same object as before the option existed (same steps, bit for bit). `solver`
+    (None: none): the solver it will drive; one that names its own
+    `controller_coefficients` (pcoeff, icoeff) — `ETDRK4`: a PI controller — gets them,
+    every other solver diffrax's I-controller (the same object as without `solver`)."""
+    coeffs = getattr(solver, "controller_coefficients", None)
+    kw = {} if coeffs is None else dict(pcoeff=coeffs[0], icoeff=coeffs[1])
+    if check_error_norm(error_norm) != "rms":
+        kw["norm"] = error_norm_fn(error_norm)
+    pid = diffrax.PIDController(rtol=rtol, atol=atol, **kw)
     if step_ts is None:
         return pid
     return diffrax.ClipStepSizeController(pid, step_ts=step_ts)
