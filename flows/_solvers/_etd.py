@@ -449,15 +449,17 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
 
 
 def flow_state_mask(y):
-    """The `subspace_mask` of the toolkit's flow state (θ, E): θ kept, E zeroed."""
-    if not (isinstance(y, tuple) and len(y) == 2 and jnp.ndim(y[1]) == 0):
+    """The `subspace_mask` of the toolkit's flow states: (θ, E) (the physical and log
+    clocks) and (θ, E, t) (the loss clock, whose clock is s and t a quadrature): θ kept,
+    the scalars zeroed."""
+    if not (isinstance(y, tuple) and len(y) in (2, 3) and all(jnp.ndim(v) == 0 for v in y[1:])):
         raise TypeError(
             "`flow_state_mask` (the subspace mask of make_solver('etdrk4')) expects the "
-            "toolkit's flow state (θ, E); for your own diffrax solve use `flows.ETDRK4()`, "
-            "with a `subspace_mask` of your own if your state has quadrature components."
+            "toolkit's flow state (θ, E) or (θ, E, t); for your own diffrax solve use "
+            "`flows.ETDRK4()`, with a `subspace_mask` of your own if your state has "
+            "quadrature components."
         )
-    theta, energy = y
-    return theta, jnp.zeros_like(energy)
+    return (y[0], *(jnp.zeros_like(v) for v in y[1:]))
 
 
 def _make_etdrk4(rtol, atol, error_norm, on_products):
@@ -486,9 +488,9 @@ def etd_eval_counts(solver_state: ETDState | diffrax.Solution) -> dict[str, Arra
     )
 
 
-#: `solver='etdrk4'`: rank 1, the subspace on θ of the flow state (θ, E), the
-#: controller's tolerances; it steps to its save times (its
-#: cubic Hermite between long steps across a stiff direction is not trusted, as ROCK4's).
+#: `solver='etdrk4'`: rank 1, the subspace on θ of the flow state ((θ, E); (θ, E, t) on the
+#: loss clock), the controller's tolerances; it steps to its save times (its cubic Hermite
+#: between long steps across a stiff direction is not trusted, as ROCK4's).
 RECORD = SolverRecord(
     "etdrk4",
     ETDRK4,
