@@ -92,10 +92,10 @@ def run_simulate(problem, t1, solver, rtol, clock, atol=None) -> dict:
         compile_s = max(cold - wall, 0.0)
     st = dict(traj.stats)
     ok = st["result"] == "successful"
-    if ok and solver in ("rkc", "eserk4", "rock4") and clock != "loss":
-        # the stabilized solvers' own count misses rejected steps: count exactly with the
-        # host callback in a second, identical solve (the wall time above is from the run
-        # without the callback)
+    if ok and solver in ("rkc", "eserk4", "rock4", "etdrk4") and clock != "loss":
+        # the stabilized solvers' and ETDRK4's own counts miss rejected steps: count
+        # exactly with the host callback in a second, identical solve (the wall time above
+        # is from the run without the callback)
         counted = flows.simulate(problem, t1=t1, count_evals=True, **kw)
         st["vf_evals"] = counted.stats["vf_evals"]
         st["vf_evals_counted_by"] = "callback (separate run; includes rejected steps)"
