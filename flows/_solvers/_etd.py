@@ -128,7 +128,8 @@ _INIT_POWER_STEPS = 4
 # J-weighted difference is small), and the errors made there grow through the saddle
 # (eigenvalues up to +0.24 for t ≈ 18): with the estimate as it is, m = 1000 ended at
 # 1.9–8.6 × rtol (relative, rtol 1e-3 … 1e-6) and m = 5000 at 7–39 ×. With 4: m = 1000
-# 0.5–2.0 ×, m = 5000 2.7–18 × (under-delivered: see the module doc). On contracting flows
+# 0.5–2.0 ×, m = 5000 2.7–18 × (under diffrax's I-controller; under the toolkit's PI
+# controller 0.11–1.7 and 1.5–11: under-delivered, see the module doc). On contracting flows
 # (rotated Bernoulli) the estimate is ≈ 14 × the error, so they over-deliver (≈ 0.02 ×).
 # The work-precision curve hardly moves (the factor relabels rtol).
 _SAFETY = 4.0
