@@ -78,3 +78,25 @@ def adaptive_solver(solver, field, y0, t1):
         return sol.ys[-1], sol.result._value, sol.solver_state
 
     return solve
+
+
+def fitted_order(solver, field, y0, exact, hs, t1=1.0):
+    """(slope, errors): the relative errors of fixed-step solves to t1 at the steps `hs`
+    against the closed form `exact`, and the slope of log error against log h."""
+
+    @jax.jit
+    def solve(dt):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(field),
+            solver,
+            0.0,
+            t1,
+            dt,
+            jnp.asarray(y0),
+            stepsize_controller=diffrax.ConstantStepSize(),
+            max_steps=int(round(t1 / min(hs))) + 1,
+        ).ys[-1]
+
+    hs = np.asarray(hs)
+    errs = np.array([rel_error(solve(h), exact(t1)) for h in hs])
+    return np.polyfit(np.log(hs), np.log(errs), 1)[0], errs

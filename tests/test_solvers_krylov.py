@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 import pytest
-from _exponential import adaptive_solver, bernoulli, rel_error, stiff_module
+from _exponential import adaptive_solver, bernoulli, fitted_order, rel_error, stiff_module
 
 from flows._solvers._krylov import EXPRB32, EXPRB43, krylov_eval_counts
 
@@ -37,22 +37,7 @@ def test_order_on_stiff_nonlinear_flow(cls, order):
     tols = diffrax.VeryChord(rtol=1e-13, atol=1e-15, norm=optx.rms_norm)
     solver = cls(root_finder=tols, max_krylov=24)
 
-    @jax.jit
-    def solve(dt):
-        return diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
-            solver,
-            0.0,
-            1.0,
-            dt,
-            jnp.asarray(y0),
-            stepsize_controller=diffrax.ConstantStepSize(),
-            max_steps=64,
-        ).ys[-1]
-
-    hs = np.array([1 / 4, 1 / 8, 1 / 16, 1 / 32])
-    errs = np.array([rel_error(solve(h), exact(1.0)) for h in hs])
-    slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
+    slope, errs = fitted_order(solver, field, y0, exact, np.array([1 / 4, 1 / 8, 1 / 16, 1 / 32]))
     assert order - 0.35 <= slope <= order + 0.6, (slope, errs)
 
 

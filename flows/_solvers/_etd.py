@@ -102,7 +102,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
-from .record import SolverRecord
+from .record import SolverRecord, final_state
 
 __all__ = ["ETDRK4", "ETDState", "etd_eval_counts", "flow_state_mask", "phi_functions"]
 
@@ -472,15 +472,7 @@ def etd_eval_counts(solver_state: ETDState | diffrax.Solution) -> dict[str, Arra
     `init`'s included), `jvp_evals` (Hessian-vector products), `steps`, and `ritz` (the
     last step's Ritz values of J, ascending). Pass `sol.solver_state` of a solve with
     `SaveAt(..., solver_state=True)`, or that `Solution`."""
-    state = (
-        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
-    )
-    if not isinstance(state, ETDState):
-        raise TypeError(
-            "expected the final ETDRK4 solver state; solve with "
-            "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
-            f"(got {type(state).__name__})."
-        )
+    state = final_state(solver_state, ETDState, "ETDRK4")
     return dict(
         vf_evals=state.vf_evals,
         jvp_evals=state.jvp_evals,

@@ -84,6 +84,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
+from .record import final_state
+
 __all__ = ["EXPRB32", "EXPRB43", "KrylovState", "krylov_eval_counts"]
 
 # Basis sizes at which convergence is checked (consecutive sizes ≤ 40 % apart, so at most
@@ -500,15 +502,7 @@ def krylov_eval_counts(solver_state: KrylovState | diffrax.Solution) -> dict[str
     """Counts of an `EXPRB43` / `EXPRB32` solve along its accepted path: `vf_evals`,
     `jvp_evals`, `steps`, `max_basis`. Pass `sol.solver_state` of a solve with
     `SaveAt(..., solver_state=True)`, or that `Solution`."""
-    state = (
-        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
-    )
-    if not isinstance(state, KrylovState):
-        raise TypeError(
-            "expected the final EXPRB43/EXPRB32 solver state; solve with "
-            "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
-            f"(got {type(state).__name__})."
-        )
+    state = final_state(solver_state, KrylovState, "EXPRB43/EXPRB32")
     return dict(
         vf_evals=state.vf_evals,
         jvp_evals=state.jvp_evals,

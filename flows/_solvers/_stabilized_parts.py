@@ -15,6 +15,7 @@ from diffrax._root_finder import use_stepsize_tol
 from jaxtyping import Array, PyTree
 
 from .._trees import tree_norm, tree_scale
+from .record import final_state
 
 # 1/0.653 ≈ 1.54: the stage formula s = 1 + floor(sqrt(1 + 1.54 h ρ)) of the RKC code
 # guarantees β(s) ≥ h ρ (checked numerically for h ρ ∈ [0, 1e5], see tests/test_rkc.py).
@@ -236,15 +237,7 @@ def rkc_eval_counts(solver_state: RKCState | diffrax.Solution) -> dict[str, Arra
     `redos` (steps recomputed with a fresh ρ) and `substeps` (steps split in sub-steps).
     Evaluations made in rejected steps are not included (see `RKC2`).
     """
-    state = (
-        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
-    )
-    if not isinstance(state, RKCState):
-        raise TypeError(
-            "expected the final RKC2 solver state; solve with "
-            "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
-            f"(got {type(state).__name__})."
-        )
+    state = final_state(solver_state, RKCState, "RKC2")
     return dict(
         vf_evals=state.vf_evals,
         jvp_evals=state.jvp_evals,

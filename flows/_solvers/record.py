@@ -51,3 +51,19 @@ class SolverRecord:
         if self.make is None:
             return self.default()
         return self.make(rtol, atol, error_norm, on_products)
+
+
+def final_state(solver_state, cls: type, name: str):
+    """The final solver state of class `cls` from `sol.solver_state` or the `Solution`
+    itself (what the `*_eval_counts` functions read); otherwise a TypeError saying how to
+    save it (`name`: the solver's name in the message)."""
+    state = (
+        solver_state.solver_state if isinstance(solver_state, diffrax.Solution) else solver_state
+    )
+    if not isinstance(state, cls):
+        raise TypeError(
+            f"expected the final {name} solver state; solve with "
+            "`saveat=diffrax.SaveAt(..., solver_state=True)` and pass `sol.solver_state` "
+            f"(got {type(state).__name__})."
+        )
+    return state
