@@ -66,6 +66,7 @@ from ._solve.stats import Result as Result  # noqa: E402
 from ._solve.stats import SolveStats as SolveStats  # noqa: E402
 from ._solve.trajectory import GlobalError as GlobalError  # noqa: E402
 from ._solve.trajectory import Trajectory as Trajectory  # noqa: E402
+from ._solve.trajectory import machine as machine  # noqa: E402
 from ._solve.trajectory import versions as versions  # noqa: E402
 from ._solvers import ESERK4 as ESERK4  # noqa: E402
 from ._solvers import EVALS_PER_STEP as EVALS_PER_STEP  # noqa: E402
@@ -147,6 +148,7 @@ __all__ = [
     "GlobalError",
     "Trajectory",
     "versions",
+    "machine",
     "ESERK4",
     "EVALS_PER_STEP",
     "FIRST_STEP_STABILITY",

@@ -15,7 +15,7 @@ The four papers under `flows/experiments/` are written with these names only
 have:
 
 - **the interface**: `AbstractExperiment`, `Report`, `Simulated`; `write_results_json`
-  (the `results.json` every `run` writes: config, versions, checks, extra numbers);
+  (the `results.json` every `run` writes: config, versions, machine, checks, extra numbers);
 - **output folders**: `OutputDir` (writes only what it can prove it wrote; the files a
   run declares, committed at once), `REPORT_NAME` (the HTML report the command line
   adds);
@@ -69,7 +69,7 @@ from ._solve.losses import check_labels as check_labels
 from ._solve.losses import check_sign_labels as check_sign_labels
 from ._solve.problem import two_layer_field as two_layer_field
 from ._solve.resources import check_memory as check_memory
-from ._solve.trajectory import Trajectory, versions
+from ._solve.trajectory import Trajectory, machine, versions
 from ._solvers import ERROR_NORMS as ERROR_NORMS
 from ._solvers import SOLVER_METHODS as SOLVER_METHODS
 from ._solvers import check_error_norm as check_error_norm
@@ -260,7 +260,8 @@ class AbstractExperiment(abc.ABC):
 
 def write_results_json(path: Path, name: str, config: dict, checks, extra: dict) -> None:
     """Write the `results.json` of `flows check <name>`: `{"experiment": name, "config":
-    config, "versions": …, "checks": [check.to_dict(), …], **extra}`.
+    config, "versions": …, "machine": …, "checks": [check.to_dict(), …], **extra}`
+    (`flows.versions`, `flows.machine`: the libraries and the cores the numbers came from).
 
     **Arguments:** `path` (inside an `OutputDir`: `outdir.path("results.json")`); `name`,
     the experiment's; `config`, its settings as JSON data (e.g. `dataclasses.asdict`);
@@ -271,6 +272,7 @@ def write_results_json(path: Path, name: str, config: dict, checks, extra: dict)
         "experiment": name,
         "config": config,
         "versions": versions(),
+        "machine": machine(),
         "checks": [c.to_dict() for c in checks],
         **extra,
     }

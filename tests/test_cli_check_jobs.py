@@ -224,6 +224,30 @@ def test_default_jobs_is_the_cores(monkeypatch):
     assert _jobs.cores() == 7
 
 
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs an affinity mask of two cores or more to narrow",
+)
+def test_saved_cores_follow_the_affinity_mask():
+    """`flows.machine()["cpu_cores"]` — saved with every result, and `--jobs`' default —
+    is the cores this process may run on (XLA sizes its thread pool, and so splits its
+    reductions, by them), not the machine's count: narrowed to one core by
+    `sched_setaffinity` (as `taskset -c 0` does), it says 1."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "import flows; from flows._cli import jobs; "
+        "print(flows.machine()['cpu_cores'], jobs.cores())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "1"]
+    import flows
+
+    assert flows.machine()["cpu_cores"] == len(os.sched_getaffinity(0))
+
+
 def _numbers(folder: Path) -> str:
     """results.json but the timings and versions, as canonical JSON text (NaN is "NaN":
     equal text, equal bits)."""

@@ -4,6 +4,7 @@ import copy
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -206,6 +207,8 @@ def test_run_writes_complete_results(tmp_path):
     assert len(cor3) == 1 and cor3[0].trend is not None and len(cor3[0].trend.x) == 2
     assert all("grad_rel_Td" in r for r in res["sweep"])
     assert res["config"]["m"] == 300 and "jax" in res["versions"]
+    machine = res["machine"]
+    assert machine["cpu_cores"] >= 1 and machine["jax_backend"] == jax.default_backend()
     assert len(res["checks"]) == len(report.checks)
     assert res["solver"] == {"name": "tsit5", "rtol": 1e-6, "atol": 1e-9}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -1,5 +1,7 @@
 """Exact gradient flow: gradients, energy identity, solvers, GD limit, failures, bad input."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -173,8 +175,9 @@ def test_netcdf_contract(small, tmp_path):
         0,
         1,
     ]
-    for key in ("config", "stats", "versions", "solver", "rtol", "atol"):
+    for key in ("config", "stats", "versions", "machine", "solver", "rtol", "atol"):
         assert key in ds.attrs
+    assert json.loads(ds.attrs["machine"])["cpu_cores"] == flows.machine()["cpu_cores"] >= 1
     assert "squared error summed over outputs" in ds["loss"].attrs["description"]
     assert not list(tmp_path.joinpath("out").glob(".*tmp"))  # no temporary left behind
 

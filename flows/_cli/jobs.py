@@ -34,14 +34,11 @@ STOP_GRACE_S = 5.0
 
 def cores() -> int:
     """The CPU cores this process may run on (its affinity mask where the OS has one:
-    a container or `taskset` limited to 2 of 64 cores counts 2)."""
-    count = getattr(os, "process_cpu_count", None)  # Python ≥ 3.13
-    if count is not None:
-        return max(count() or 1, 1)
-    try:
-        return max(len(os.sched_getaffinity(0)), 1)
-    except (AttributeError, OSError):
-        return max(os.cpu_count() or 1, 1)
+    a container or `taskset` limited to 2 of 64 cores counts 2): `flows._io.usable_cores`,
+    the count saved with every result (`flows.machine`)."""
+    from .._io import usable_cores
+
+    return usable_cores()
 
 
 def sendable(exp) -> bool:

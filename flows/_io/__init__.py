@@ -40,7 +40,13 @@ from .netcdf import (
     hdf5_hazard as hdf5_hazard,
 )
 from .netcdf import (
+    machine as machine,
+)
+from .netcdf import (
     netcdf_arrays_writable as netcdf_arrays_writable,
+)
+from .netcdf import (
+    usable_cores as usable_cores,
 )
 from .netcdf import (
     versions as versions,

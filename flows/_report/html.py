@@ -48,6 +48,7 @@ __all__ = [
     "simulate_report",
 ]
 
+from .._io import usable_cores
 from .parts import (
     PNG_SIGNATURE,
     Curve,
@@ -276,6 +277,16 @@ def _solver_settings(results: Mapping) -> dict:
     return {k: cfg[k] for k in keys if isinstance(cfg, Mapping) and k in cfg}
 
 
+def _machine_text(results: Mapping) -> str:
+    """The machine the numbers came from: results.json's `machine` (`flows.machine`) where
+    it has one, else this one; with the cores XLA ran on (they decide the last digits)."""
+    m = results.get("machine")
+    if isinstance(m, Mapping):
+        text = f"{m.get('processor', '?')}, {m.get('cpu_cores', '?')} cores usable"
+        return text + (f", JAX on {m['jax_backend']}" if "jax_backend" in m else "")
+    return f"{platform.machine()}, {usable_cores()} of {os.cpu_count()} CPUs usable"
+
+
 def _provenance(
     results: Mapping,
     *,
@@ -291,7 +302,7 @@ def _provenance(
         ("wall time", f"{wall_s:.1f} s" if wall_s is not None else "—"),
         ("git revision", rev or "not a git checkout"),
         ("python", f"{platform.python_version()} ({sys.platform})"),
-        ("machine", f"{platform.machine()}, {os.cpu_count()} CPUs"),
+        ("machine", _machine_text(results)),
     ]
     rows += list((extra or {}).items())
     parts = ["<h2 id='provenance'>Provenance</h2>", _kv_table(rows)]

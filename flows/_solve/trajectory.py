@@ -13,10 +13,11 @@ import jax
 import numpy as np
 
 from .._errors import ConfigError
+from .._io import machine as machine
 from .._io import netcdf_arrays_writable, write_netcdf, write_netcdf_arrays
+from .._io import versions as versions
 
 # the one atomic writer (fsync, rename, fsync of the folder), kept importable from here
-from .._io import versions as versions
 from .._io import write_atomic as write_atomic
 from .stats import SolveStats, certificate
 
@@ -30,6 +31,7 @@ __all__ = [
     "param_names",
     "stack_params",
     "versions",
+    "machine",
     "write_atomic",
 ]
 
@@ -272,6 +274,7 @@ class Trajectory:
             "config": json.dumps(self.config, default=str),
             "stats": json.dumps(dict(self.stats), default=float),
             "versions": json.dumps(versions()),
+            "machine": json.dumps(machine()),
         }
         for key in ("method", "solver", "rtol", "atol", "learning_rate"):
             if key in self.config:
