@@ -226,7 +226,11 @@ def test_sweep_results_and_layout(reference):
         "m20_alpha1.0_seed0.nc",
         "m20_alpha1.0_seed1.nc",
     ]
-    assert json.loads((out / "manifest.json").read_text())["experiment"] == "multistage"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["experiment"] == "multistage" and manifest["machine"] == flows.machine()
+    # each point records where it was computed (a resumed sweep may mix machines)
+    with xr.open_dataset(out / "points" / "m20_alpha1.0_seed0.nc") as point:
+        assert json.loads(point.attrs["machine"]) == flows.machine()
     assert result.figure.exists() and set(result.slopes) == {"T_d_vs_alpha", "T_d_vs_ln_m"}
 
 

@@ -12,16 +12,18 @@ is rebuilt from the point files after every batch.
 Layout of the output folder `OUT`:
 
 - `OUT/manifest.json`: experiment name, format and the settings that must match to resume
-  (`spec.settings()`: everything except the grid), creation time and library versions. A
+  (`spec.settings()`: everything except the grid), creation time, library versions and
+  the machine it was created on (`flows.machine`; each point file records its own). A
   sweep into a folder with different settings is refused (use a new `--out`, or delete
   the folder to start fresh).
 - `OUT/points/<id>.nc` (`id` = `<axis><value>_…`, e.g. `n20_rate0.75_seed0`): one netCDF
   file per grid point — the variables `spec.variables()` declares (float64, on the
   dimensions `spec.dims()`, each with an integer index coordinate), and the point's
-  coordinates, `status` ('ok' | 'failed'), `error`, `note`, the experiment and its
-  settings as attributes. Written to a hidden temporary file in the same folder, fsynced,
-  then renamed: a crash never leaves a half-written point (the next sweep into the folder
-  deletes such temporaries, and only those: `flows._io.remove_stale_temporaries`).
+  coordinates, `status` ('ok' | 'failed'), `error`, `note`, the experiment, its
+  settings and the machine it was computed on as attributes. Written to a hidden
+  temporary file in the same folder, fsynced, then renamed: a crash never leaves a
+  half-written point (the next sweep into the folder deletes such temporaries, and only
+  those: `flows._io.remove_stale_temporaries`).
 - `OUT/sweep.nc`: the combined xarray Dataset on the grid axes as coordinates
   (`spec.combine`; by default `combine_records`). It holds every point in `points/` (the
   union over all sweeps into this folder, so an extended grid adds to it); combinations
@@ -60,7 +62,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._io import remove_stale_temporaries
-from .._solve.trajectory import versions
+from .._solve.trajectory import machine, versions
 from .batches import _compute_batch, _connect, _pads, make_batches
 from .folder import (
     _check_out,
@@ -291,6 +293,7 @@ def _start(out: Path, spec: AbstractSweepSpec, existing: bool, say: SweepProgres
             "config": spec.settings(),
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "versions": versions(),
+            "machine": machine(),
         }
         _write_text_atomic(out / "manifest.json", json.dumps(manifest, indent=2))
     points_dir.mkdir(parents=True, exist_ok=True)

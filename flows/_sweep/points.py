@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from .._io import (
     hdf5_hazard,
 )
-from .._solve.trajectory import versions
+from .._solve.trajectory import machine, versions
 
 if TYPE_CHECKING:
     import xarray as xr  # imported where used: `import flows` stays free of it
@@ -49,6 +49,7 @@ def _point_dataset(rec: dict, spec: AbstractSweepSpec) -> xr.Dataset:
         **{k: rec[k] for k in TEXTS},
         experiment=spec.experiment,
         config=json.dumps(spec.settings()),
+        machine=json.dumps(machine()),  # where this point was computed (`flows.machine`)
     )
     return ds
 
