@@ -398,6 +398,8 @@ def test_dask_local_cluster_matches_in_process(reference, tmp_path):
     ) as cluster:
         result = _run(tmp_path / "dask", scheduler=cluster.scheduler_address, batch_size=4)
     assert result.ok and result.backend.startswith("Dask") and "2 workers" in result.backend
+    with xr.open_dataset(result.out / "points" / "m20_alpha1.0_seed0.nc") as point:
+        assert json.loads(point.attrs["machine"])["cpu_cores"] >= 1  # a worker's
     ds = result.dataset()
     assert (ds["batch_size"] == 4).all()
     _assert_same_results(ds.drop_vars("batch_size"), reference[1].drop_vars("batch_size"))

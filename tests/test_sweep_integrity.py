@@ -602,3 +602,21 @@ def test_grids_too_large_are_refused_before_anything_is_built(tmp_path, computed
     with pytest.raises(flows.ConfigError, match="at most 100,000"):
         _run(tmp_path / "sweep", m=",".join(str(20 + i) for i in range(400)), seeds="0-299")
     assert not (tmp_path / "sweep").exists() and not computed
+
+
+def test_a_point_records_the_machine_that_computed_it(monkeypatch):
+    """Each record leaves `_compute_batch` — the one function that computes a batch, in the
+    sweep's process and as a Dask task on a worker — with the `flows.machine()` of the
+    process that ran it, which its point file then keeps (not the writing driver's)."""
+    from flows._sweep import batches
+
+    class Spec:
+        def run_batch(self, points, pad_to):
+            return [{"id": f"p{p[0]}", "status": "ok"} for p in points]
+
+    monkeypatch.setattr(_io, "machine", lambda: {"cpu_cores": 99})
+    recs = batches._compute_batch(Spec(), [(1,), (2,)], 2)
+    assert recs == [
+        {"id": "p1", "status": "ok", "machine": {"cpu_cores": 99}},
+        {"id": "p2", "status": "ok", "machine": {"cpu_cores": 99}},
+    ]

@@ -41,8 +41,13 @@ def _pads(batches: list[list], key: Callable[[tuple], Hashable] = lambda p: p) -
 
 
 def _compute_batch(spec: AbstractSweepSpec, points: list[tuple], pad_to: int) -> list[dict]:
-    """One batch of points (a Dask task: plain data and the pickled spec in, records out)."""
-    return spec.run_batch([tuple(p) for p in points], pad_to)
+    """One batch of points (in the sweep's process, or a Dask task: plain data and the
+    pickled spec in, records out), each record with the machine that computed it
+    (`flows.machine`, under "machine": on a cluster, the worker's, not the driver's)."""
+    from .._io import machine
+
+    where = machine()
+    return [{**rec, "machine": where} for rec in spec.run_batch([tuple(p) for p in points], pad_to)]
 
 
 def _connect(scheduler: str, timeout: float):

@@ -360,7 +360,7 @@ def _run(out, spec, grid, existing, client, scheduler, plot, say, interrupts):
         for batch, pad in zip(batches, _pads(batches, spec.batch_key), strict=True):
             interrupts.check()
             say.batch([_label(spec, p) for p in batch])
-            handle(spec.run_batch(batch, pad))
+            handle(_compute_batch(spec, batch, pad))
     elif batches:
         _run_on_cluster(client, spec, batches, handle, interrupts)
     interrupts.check()

@@ -49,7 +49,8 @@ def _point_dataset(rec: dict, spec: AbstractSweepSpec) -> xr.Dataset:
         **{k: rec[k] for k in TEXTS},
         experiment=spec.experiment,
         config=json.dumps(spec.settings()),
-        machine=json.dumps(machine()),  # where this point was computed (`flows.machine`)
+        # where the point was computed (`_compute_batch`); a record made here: this machine
+        machine=json.dumps(rec.get("machine") or machine()),
     )
     return ds
 
