@@ -83,6 +83,7 @@ def run(jobs: int, quick: bool, out: Path) -> dict:
         sys.exit(f"flows check --jobs {jobs} exited {res.returncode}:\n{res.stderr[-3000:]}")
     payload = json.loads(res.stdout)
     papers = {e["name"]: e["wall_s"] for e in payload["experiments"]}
+    paper_cpu = {e["name"]: e.get("cpu_s") for e in payload["experiments"]}
     results = {n: _numbers(json.loads((out / n / "results.json").read_text())) for n in papers}
     return {
         "jobs": jobs,
@@ -92,6 +93,7 @@ def run(jobs: int, quick: bool, out: Path) -> dict:
         "load_after": load1,
         "exit": res.returncode,
         "paper_wall_s": papers,
+        "paper_cpu_s": paper_cpu,
         "results": results,
     }
 
@@ -138,13 +140,18 @@ def main() -> None:
         f"{' --quick' if args.quick else ''} --rounds {args.rounds}"
         f"{' --warm' if args.warm else ''}`.",
         "",
-        "| round | first | jobs | wall s | CPU s | load avg before → after | per paper (s) |",
+        "| round | first | jobs | wall s | CPU s | load avg before → after | per paper: wall s "
+        "(CPU s) |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         for jobs in row["order"]:
             x = row["runs"][jobs]
-            per = ", ".join(f"{n} {w:.0f}" for n, w in x["paper_wall_s"].items())
+            cpu = x.get("paper_cpu_s") or {}
+            per = ", ".join(
+                f"{n} {w:.0f}" + (f" ({cpu[n]:.0f})" if cpu.get(n) is not None else "")
+                for n, w in x["paper_wall_s"].items()
+            )
             lines.append(
                 f"| {row['round']} | --jobs {row['order'][0]} | {jobs} | {x['wall_s']:.1f} | "
                 f"{x['cpu_s']:.1f} | {x['load_before']:.1f} → {x['load_after']:.1f} | {per} |"

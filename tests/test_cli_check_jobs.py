@@ -109,6 +109,8 @@ def test_parallel_is_the_serial_run(tmp_path, monkeypatch, capsys):
     (serial, serial_err, s_out), (parallel, par_err, p_out) = runs["1"], runs["2"]
     assert _without_walls(parallel) == _without_walls(serial)
     assert [e["name"] for e in parallel["experiments"]] == ["jobs-a", "jobs-b"]
+    # each paper's CPU seconds (its process's, every thread): this one's or its worker's
+    assert all(e["cpu_s"] >= 0 for run in (serial, parallel) for e in run["experiments"])
     for name in ("jobs-a", "jobs-b"):
         a = json.loads((s_out / name / "results.json").read_text())
         b = json.loads((p_out / name / "results.json").read_text())

@@ -154,8 +154,9 @@ def _cmd_check(args) -> int:
     failed = False
     done: list[dict] = []
 
-    def finish(k: int, name: str, result, wall: float) -> None:
-        """A paper's run is over (in registry order): its report, table and files."""
+    def finish(k: int, name: str, result, wall: float, cpu: float) -> None:
+        """A paper's run is over (in registry order): its report, table and files; `cpu`
+        the CPU seconds of its process in the run (every thread: XLA's pool too)."""
         nonlocal failed
         exp = exps[name]
         files = [str(f) for f in result.files]
@@ -171,6 +172,7 @@ def _cmd_check(args) -> int:
                 "title": exp.title,
                 "mode": mode,
                 "wall_s": wall,
+                "cpu_s": cpu,
                 "failed": any_failed(result.checks),
                 "checks": result.checks,
                 "files": files,
@@ -271,16 +273,16 @@ def _run_serial(
             exp = exps[name]
             cfg = configs[name]
             progress.begin(k, len(names), name, recorded[name], _previous_wall_s(out / name, cfg))
-            start = time.perf_counter()
+            start, cpu0 = time.perf_counter(), time.process_time()
             with contextlib.redirect_stdout(_ProgressLines(progress)) as lines:
                 try:
                     result = exp.run(cfg, out)
                 finally:
                     lines.flush()
-            wall = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
             progress.end(wall, not any_failed(result.checks))
             timings.record(name, cfg, progress.times, wall)
-            finish(k, name, result, wall)
+            finish(k, name, result, wall, cpu)
     finally:
         progress.close()
 
@@ -303,7 +305,8 @@ def _run_parallel(
     index = {n: k for k, n in enumerate(names, 1)}
     progress: dict[str, _PlainProgress | _LiveProgress] = {}
     slots: dict[str, int] = {}
-    over: dict[str, tuple] = {}  # name → ("done", result, wall) | ("error", exc) | ("lost", why)
+    # name → ("done", result, wall, cpu) | ("error", exc) | ("lost", why)
+    over: dict[str, tuple] = {}
     lost: dict[str, str] = {}
     turn = 0  # names[turn] is the next paper to report
 
@@ -318,7 +321,7 @@ def _run_parallel(
             if event[0] == "lost":
                 lost[name] = event[1]
                 continue
-            finish(index[name], name, event[1], event[2])
+            finish(index[name], name, event[1], event[2], event[3])
 
     events = run_workers(tasks, jobs, no_cache=no_cache, start=longest_first(names, walls))
     # the workers take seconds to start (each loads JAX): a live line until the first bar
@@ -356,12 +359,12 @@ def _run_parallel(
             p = progress.pop(name, None)
             slots.pop(name, None)
             if kind == "done":
-                result, wall = event[2], event[3]
+                result, wall, cpu = event[2], event[3], event[4]
                 if p is not None:
                     p.end(wall, not any_failed(result.checks))
                     p.close()
                     timings.record(name, configs[name], p.times, wall)
-                over[name] = ("done", result, wall)
+                over[name] = ("done", result, wall, cpu)
             else:
                 if p is not None:
                     p.close()

@@ -65,7 +65,8 @@ class Task:
 # Events yielded by `run_workers`, in the order they happen:
 #   ("start", name)                 the worker began the paper's run (after its imports)
 #   ("line", name, text)            a line the paper printed (its progress)
-#   ("done", name, report, wall_s)  the paper's Report and the run's wall time
+#   ("done", name, report, wall_s, cpu_s)  the paper's Report, the run's wall time and
+#                                   the worker's CPU seconds in it (all its threads)
 #   ("error", name, exc)            the exception that ended the run (re-raised by the caller)
 #   ("lost", name, reason)          the worker ended without a result: why, in words
 
@@ -173,17 +174,17 @@ def _worker(task: Task, no_cache: bool, conn) -> None:
         lines = _PipeLines(conn)
         conn.send(("start",))
         with _jit_kept_on(), contextlib.redirect_stdout(lines):
-            start = time.perf_counter()
+            start, cpu0 = time.perf_counter(), time.process_time()
             try:
                 report = task.exp.run(task.cfg, task.out)
             finally:
                 lines.flush()
-            wall = time.perf_counter() - start
+            wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
         try:
-            conn.send(("done", report, wall))
+            conn.send(("done", report, wall, cpu))
         except Exception:  # noqa: BLE001 - results that do not pickle: checks and files suffice
             bare = type(report)(report.name, report.checks, report.files, {})
-            conn.send(("done", bare, wall))
+            conn.send(("done", bare, wall, cpu))
     except BaseException as exc:  # noqa: BLE001 - every ending is reported to the command
         code = 1
         with contextlib.suppress(Exception):
@@ -310,7 +311,7 @@ def run_workers(
                     yield ("line", name, msg[1])
                 elif kind == "done":
                     settled.add(name)
-                    yield ("done", name, msg[1], msg[2])
+                    yield ("done", name, msg[1], msg[2], msg[3])
                 elif kind == "error":
                     settled.add(name)
                     if stop_after is None or order[name] < stop_after:

@@ -212,7 +212,7 @@ def machine() -> dict[str, Any]:
     a thread pool sized by those cores, so the same run on another core count agrees only
     to rounding (measured: the multi-stage check on 1 core against 2, 855 numbers of
     results.json differ, by 1.5e-6 relative at most outside a difference of near-equal
-    numbers; no verdict moved — see the Limits page, "Reproducibility")."""
+    numbers; no verdict moved — Limits page, "Reproducibility across machines")."""
     import platform
     import sys
 

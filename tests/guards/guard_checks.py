@@ -1,7 +1,7 @@
 """The papers' refactor guard (not a benchmark): compares two `flows check --format json`
 outputs claim by claim — every field of every check (verdict, measured and predicted
 text, values, margin, error, critical values, hypotheses, reference, trend) — ignoring
-only wall times and the output folder's name.
+only wall and CPU times and the output folder's name.
 
     python tests/guards/guard_checks.py run /path/to/old/checkout [--papers all] [--full]
     python tests/guards/guard_checks.py old.json new.json
@@ -26,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-IGNORED = {"wall_s", "files", "report"}
+IGNORED = {"wall_s", "cpu_s", "files", "report"}
 
 
 def _diff(a, b, path: str, out: list[str]) -> None:
