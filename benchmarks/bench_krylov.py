@@ -9,7 +9,8 @@ t = 20 (the `multistage` case of `bench_work_precision.py`). Every solver runs i
 `diffrax.diffeqsolve` with the toolkit's controller, `flows.pid_controller(rtol, atol =
 1e-3 rtol, solver=…)` (RMS norm; diffrax's I-controller, for ETDRK4 its PI controller;
 the row `etdrk4-i` is ETDRK4 under the I-controller, `etdrk4-jvp` ETDRK4 with its products
-J v by `jax.jvp` instead of field differences), t1 saved only; RKC2 and ROCK4 as
+J v by `jax.jvp` instead of field differences, `etdrk4-none` ETDRK4 without its Tsit5 steps
+where no direction is stiff), t1 saved only; RKC2 and ROCK4 as
 `flows.simulate` builds them (Tsit5 non-stiff steps, the
 controller's tolerances). GD is θ ← θ − η∇L in one jitted loop. Reference: Dopri8 at
 rtol 1e-11, atol 1e-13. Error: max |θ(20) − θ_ref(20)|.
@@ -59,6 +60,7 @@ ATOL_FACTOR = 1e-3
 GRIDS = {
     "etdrk4": (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5),
     "etdrk4-jvp": (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5),
+    "etdrk4-none": (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5),
     "etdrk4-i": (1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5),
     "exprb43": (1e-4, 3e-5, 1e-5),
     "exprb32": (3e-5, 1e-5),
@@ -109,6 +111,8 @@ def make_solver(name: str, rtol, atol):
         return ETDRK4()
     if name == "etdrk4-jvp":
         return ETDRK4(products="jvp")
+    if name == "etdrk4-none":
+        return ETDRK4(nonstiff="none")
     if name == "exprb43":
         return EXPRB43()
     if name == "exprb32":
