@@ -18,7 +18,7 @@ all four with the same plain `diffrax.PIDController(rtol, atol = 1e-3 rtol)` and
 `benchmarks/work_precision/stiff.py`, rtol 1e-3 … 1e-8. One compilation per (variant,
 problem): rtol and atol are traced.
 
-Run: `python benchmarks/bench_bare_contract.py [--quick]`; writes
+Run: `python benchmarks/bench_bare_contract.py [--quick] [--solvers etdrk4 --merge]`; writes
 `benchmarks/results/bare_contract.md` and `.json`.
 """
 
@@ -141,20 +141,28 @@ def solve(problem, name: str, variant: str, rtols=RTOLS, *, make=None) -> list[d
     return out
 
 
-def run_all(out_dir: Path, *, quick: bool = False, solvers=tuple(CLASSES)) -> dict:
+def run_all(
+    out_dir: Path, *, quick: bool = False, solvers=tuple(CLASSES), merge: bool = False
+) -> dict:
     s = stiff_module()
     sizes = QUICK_SIZES if quick else SIZES
     results: dict = {}
+    merged_from = None
+    if merge:  # keep the other solvers' rows of the last run, rerun these
+        old = json.loads((out_dir / "bare_contract.json").read_text())
+        if old["quick"] != quick:
+            raise SystemExit("--merge: the saved table was written with another --quick")
+        results, merged_from = old["results"], old.get("merged_from", old["date"])
     for key, kw in sizes.items():
         p = s._build(key, kw)
-        rows = {}
+        rows = dict(results.get(p.name, {}).get("rows", {}))
         for name in solvers:
             for variant in VARIANTS_OF.get(name, VARIANTS):
                 rows[f"{name}/{variant}"] = r = solve(p, name, variant)
                 cells = [f"{x['err_rtol']:.2g}({x['evals']})" for x in r]
                 print(p.name, name, variant, cells, flush=True)
         results[p.name] = dict(rho=p.rho, t1=p.t1, rows=rows)
-        _write(out_dir, results, quick)
+        _write(out_dir, results, quick, (merged_from, solvers) if merge else None)
     return results
 
 
@@ -165,7 +173,7 @@ def _cell(r: dict) -> str:
     return txt if BAND[0] <= r["err_rtol"] <= BAND[1] else f"**{txt}**"
 
 
-def _write(out_dir: Path, results: dict, quick: bool) -> None:
+def _write(out_dir: Path, results: dict, quick: bool, merged=None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     meta = dict(
         rtols=list(RTOLS),
@@ -176,6 +184,14 @@ def _write(out_dir: Path, results: dict, quick: bool) -> None:
         load_average=os.getloadavg(),
         date=time.strftime("%Y-%m-%d"),
     )
+    note = []
+    if merged is not None:
+        meta["merged_from"] = merged[0]
+        note = [
+            f"Rows of {', '.join(merged[1])} rerun on {meta['date']} (`--merge`); the others "
+            f"as written on {merged[0]} (their code unchanged since).",
+            "",
+        ]
     (out_dir / "bare_contract.json").write_text(json.dumps(dict(results=results, **meta), indent=1))
     lines = [
         "# The tolerance contract of the solver classes used directly in diffrax",
@@ -192,12 +208,13 @@ def _write(out_dir: Path, results: dict, quick: bool) -> None:
         "non-stiff method that takes no tolerances (`RKC2(nonstiff='bs3')`, "
         "`ROCK4(nonstiff='none')`, `ESERK4(nonstiff='none')`: plain local error control, "
         "what a bare class was before it took the controller's tolerances); `etdrk4/bare` "
-        "`flows.ETDRK4()` (rank 1; counts `flows.etd_eval_counts`, its power steps "
-        "included). `bare`, "
+        "`flows.ETDRK4()` (rank 1, Tsit5 steps where no direction is stiff; counts "
+        "`flows.etd_eval_counts`, its power steps included). `bare`, "
         "`given` and `toolkit` take the same steps. **Bold**: outside the band "
         f"err/rtol ∈ [{BAND[0]:g}, {BAND[1]:g}]. Last column: accepted (rejected) steps "
         "at the loosest and the tightest rtol.",
         "",
+        *note,
     ]
     for pname, res in results.items():
         lines += [
@@ -220,8 +237,13 @@ def main(argv=None) -> None:
     ap.add_argument("--quick", action="store_true", help="heat N = 100 instead of 200")
     ap.add_argument("--solvers", nargs="*", default=list(CLASSES), choices=list(CLASSES))
     ap.add_argument("--out", default=str(_HERE / "results"))
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="rerun only --solvers and keep the other rows of the saved table",
+    )
     args = ap.parse_args(argv)
-    run_all(Path(args.out), quick=args.quick, solvers=tuple(args.solvers))
+    run_all(Path(args.out), quick=args.quick, solvers=tuple(args.solvers), merge=args.merge)
 
 
 if __name__ == "__main__":
