@@ -8,7 +8,9 @@ The net is the bias-plateau check's digits deep ReLU net (depth 4, width 16, out
   is data), its wall (`stats.wall_s`, compilation excluded) and θ error at t measured;
 - gradient descent is run to the largest horizon at η = 0.0125, then η/4, η/16, … (θ saved
   at every horizon), until at every horizon some η has reached the event flow's error or
-  the next run would exceed `--gd-budget` seconds; GD's wall to t is its wall to the
+  the next run would exceed `--gd-budget` seconds (or at the step sizes of `--etas`, every
+  one of them, largest first: a longer ladder step where the 4× ladder's next run is
+  beyond the budget but a smaller one is not); GD's wall to t is its wall to the
   largest horizon × t/T (a GD step costs the same all along the run: its wall per step
   is in the table).
 
@@ -25,6 +27,7 @@ error, labelled as an estimate.
 Writes `benchmarks/results/event_vs_gd.md` and `.json`.
 
     python benchmarks/bench_event_vs_gd.py [--horizons 5,10,20,40] [--gd-budget 900]
+        [--etas 0.0125,0.003125,...]
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def event(pb, rtol: float, t1: float, ts=None):
     return tr
 
 
-def run(horizons: tuple[float, ...], gd_budget: float) -> dict:
+def run(horizons: tuple[float, ...], gd_budget: float, etas: tuple[float, ...] = ()) -> dict:
     pb = problem()
     T = max(horizons)
     ts = np.asarray([0.0, *horizons])
@@ -115,7 +118,8 @@ def run(horizons: tuple[float, ...], gd_budget: float) -> dict:
     # GD's save times must include every horizon: T/η a multiple of the save spacing
     spacing = math.gcd(*(round(h * 1000) for h in (T, *horizons))) / 1000
     n_save = round(T / spacing) + 1
-    gd, eta = [], ETA0
+    ladder = sorted(etas, reverse=True)
+    gd, eta = [], ladder.pop(0) if ladder else ETA0
     while True:
         tr = flows.gradient_descent(pb, learning_rate=eta, t1=T, n_save=n_save, save_params="all")
         times = np.asarray(tr.param_times)
@@ -134,6 +138,11 @@ def run(horizons: tuple[float, ...], gd_budget: float) -> dict:
             }
         )
         print(f"GD η = {eta:g}: {wall:.1f} s, errors {errs}", flush=True)
+        if etas:  # an explicit ladder: run every step size
+            if not ladder:
+                break
+            eta = ladder.pop(0)
+            continue
         matched = all(any(g["err"][h] <= ev[h]["err"] for g in gd) for h in horizons)
         if matched or 4 * wall > gd_budget:
             break
@@ -158,7 +167,8 @@ def run(horizons: tuple[float, ...], gd_budget: float) -> dict:
             row["ratio_low"] = missed[-1]["wall_s"] * h / T / ev_wall
         if len(gd) >= 2:  # first-order estimate from GD's last two runs at this horizon
             e1, e2 = gd[-2]["err"][h], gd[-1]["err"][h]
-            row["gd_order"] = math.log(e1 / e2) / math.log(4) if e1 > 0 and e2 > 0 else math.nan
+            step = math.log(gd[-2]["eta"] / gd[-1]["eta"])
+            row["gd_order"] = math.log(e1 / e2) / step if e1 > 0 and e2 > 0 else math.nan
             last = gd[-1]
             need = last["err"][h] / target  # η smaller by this, at first order
             row["ratio_first_order"] = last["wall_s"] * max(need, 0) * h / T / ev_wall
@@ -171,6 +181,7 @@ def run(horizons: tuple[float, ...], gd_budget: float) -> dict:
         "reference": {"rtol": REF_RTOL, "wall_s": ref_wall},
         "event_rtol": RTOL,
         "event": {str(h): v for h, v in ev.items()},
+        "gd_ladder": "explicit (--etas)" if etas else "0.0125 ÷ 4 until matched or over budget",
         "gd": [{**g, "err": {str(h): e for h, e in g["err"].items()}} for g in gd],
         "rows": rows,
     }
@@ -227,10 +238,17 @@ def main() -> None:
     ap.add_argument(
         "--gd-budget", type=float, default=900.0, help="longest GD run, seconds (default 900)"
     )
+    ap.add_argument(
+        "--etas",
+        default="",
+        help="GD step sizes to run, every one (comma-separated; default: "
+        "0.0125, then ÷4 until matched or over budget)",
+    )
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     horizons = tuple(sorted(float(h) for h in args.horizons.split(",")))
-    res = run(horizons, args.gd_budget)
+    etas = tuple(float(e) for e in args.etas.split(",") if e.strip())
+    res = run(horizons, args.gd_budget, etas)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
