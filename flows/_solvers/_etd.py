@@ -268,6 +268,7 @@ def _tsit5_step(terms, t0, t1, y0, args, f0, dtype, outside=None):
     y1, y_error, dense, state, _ = diffrax.Tsit5().step(
         terms, t0, t1, y0, args, (jnp.asarray(False), f0), False
     )
+    assert state is not None  # Tsit5 is first-same-as-last: its state carries F(t1, y1)
 
     def flat(tree):
         return ravel_pytree(tree)[0].astype(dtype)
