@@ -456,9 +456,9 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             "nonstiff_steps": int(pick(c["nonstiff_steps"])),
         }
 
-    def _etd_step(self, fvec, unravel, t0, t1, h, yf, f0, q, lam):
+    def _etd_step(self, fvec, t0, t1, h, yf, f0, q, lam, outside):
         """One ETDRK4-B step from (yf, f0) with L = Q diag(lam) Qᵀ: (y1, F(t1, y1), error
-        estimate × `_SAFETY`), flat."""
+        estimate × `_SAFETY`), flat; `outside` (flat mask or None) as in `_tsit5_step`."""
         e1, p1, p2, p3 = phi_functions(h * lam)
         eh, q1, q2, _ = phi_functions(0.5 * h * lam)
 
@@ -488,10 +488,8 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
         f1 = fvec(t1, y1)
         n1 = nonlin(y1, f1)
         y_error = h * act(w_end, 4.0 / 6.0 - 0.5, nc - n1)
-        if self.subspace_mask is not None:
+        if outside is not None:
             # components outside the flow (quadratures such as E): see `_quadrature_error`
-            ones = jnp.ones_like(yf)
-            outside = ones - ravel_pytree(self.subspace_mask(unravel(ones)))[0].astype(yf.dtype)
             y_error = y_error + outside * _quadrature_error(h, n0, na, nb, n1)
 
         return y1, _SAFETY * y_error, f1
@@ -531,7 +529,7 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             outside = ones - ravel_pytree(self.subspace_mask(unravel(ones)))[0].astype(dt)
 
         def etd():
-            y1, err, f1 = self._etd_step(fvec, unravel, t0, t1, h, yf, f0, q, lam)
+            y1, err, f1 = self._etd_step(fvec, t0, t1, h, yf, f0, q, lam, outside)
             return y1, err, f1, jnp.asarray(4, jnp.int32)
 
         def rk():
