@@ -30,6 +30,7 @@ import flows
 from flows import logistic
 from flows._nonsmooth._api import grow_slots
 from flows._nonsmooth._decision import (
+    _nearest_few,
     active_set,
     candidates,
     complementarity,
@@ -37,7 +38,7 @@ from flows._nonsmooth._decision import (
     min_norm_sides,
     solve_sides,
 )
-from flows._nonsmooth._loop import Carry, root
+from flows._nonsmooth._loop import Carry, root, root_vector
 from flows._nonsmooth._net import Net, Settings, layout_of
 from flows._nonsmooth._pattern import initial_pattern
 from flows._nonsmooth._sliding import damped_solve, jac_columns, jac_rows, with_jacobian
@@ -391,11 +392,57 @@ def test_root_finder_brackets_the_crossing_from_the_far_side():
     assert 0 < int(evals) < 20
 
 
-@pytest.mark.parametrize("used", [(), (0,), (1, 4), (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)])
+def test_root_finder_on_the_margins_finds_the_earliest_crossing_in_few_evaluations():
+    """`root_vector` (the event location on the margins' vector, each entry smooth): the
+    earliest of several crossings in the bracket, past it by ≤ 1e-12, where the entry
+    smallest at the bracket's start (the first) never crosses — φ = min of the entries has
+    a kink at 0.42, where entry 1 takes over from entry 0, and a root at 0.55 + 1e-3π
+    (entry 1; entry 2 crosses later, at 0.8). It takes fewer evaluations than `root` on φ
+    (measured: 9 against 26)."""
+    net = types.SimpleNamespace(eps=np.finfo(np.float64).eps)
+    r1, r2 = 0.55 + 1e-3 * np.pi, 0.8
+
+    def fn(x):
+        return jnp.stack([0.1 + 0.5 * x**2, jnp.tanh(r1 - x) * (1 + x), 2.0 * (r2 - x)])
+
+    def phi(x):
+        return jnp.min(fn(x))
+
+    b, evals = jax.jit(lambda a, b: root_vector(net, fn, a, b, fn(a), fn(b)))(0.0, 1.0)
+    assert float(phi(b)) <= 0 and 0 <= float(b) - r1 <= 1e-12
+    b_phi, evals_phi = jax.jit(lambda a, b: root(net, phi, a, b, phi(a), phi(b)))(0.0, 1.0)
+    assert 0 <= float(b_phi) - r1 <= 1e-12
+    assert 0 < int(evals) < int(evals_phi), (int(evals), int(evals_phi))
+
+
+@pytest.mark.parametrize("n_near", [0, 1, 5, 8])
+@pytest.mark.parametrize("pairs", [12, 300])
+def test_candidate_selection_is_top_k_s_without_the_sort(n_near, pairs):
+    """`_nearest_few` (the candidates where at most C pairs are near a kink) returns
+    `lax.top_k`'s indices in top_k's order: near pairs by descending score, ties by index,
+    then the first pairs not near — with scores tied, near pairs among the first 2C, and
+    fewer pairs than 2C."""
+    C = 8
+    rng = np.random.default_rng(n_near + pairs)
+    for trial in range(20):
+        near = np.zeros(pairs, bool)
+        where = rng.choice(min(pairs, 2 * C) if trial % 2 else pairs, n_near, replace=False)
+        near[where] = True
+        score = -np.abs(rng.normal(size=pairs))
+        if trial % 3 == 0:
+            score = np.round(score, 1)  # ties
+        score = jnp.asarray(np.where(near, score, -np.inf))
+        got = _nearest_few(score, jnp.asarray(near), n_near, C)
+        np.testing.assert_array_equal(got, jax.lax.top_k(score, C)[1])
+
+
+@pytest.mark.parametrize(
+    "used", [(), (0,), (1, 4), tuple(range(8)), tuple(range(9)), tuple(range(11))]
+)
 def test_jacobian_over_the_used_slots_only(used):
-    """`jac_columns`/`jac_rows` (the Jacobians of the sliding systems, in chunks over the
-    slots in use) equal jax.jacfwd/jax.jacrev in the used columns/rows and are zero in the
-    others, for used sets smaller than, equal to and larger than a chunk, in any order."""
+    """`jac_columns`/`jac_rows` (the Jacobians of the sliding systems, over the slots in
+    use, one at a time) equal jax.jacfwd/jax.jacrev in the used columns/rows and are zero
+    in the others, for no, one, several and all but none of the slots, in any order."""
     K = 11
     rng = np.random.default_rng(0)
     W = jnp.asarray(rng.normal(size=(K, 5)))

@@ -15,7 +15,7 @@ from .._trees import tree_rms
 from ._decision import decide
 from ._net import UNRESOLVED_RUN, Net, Stop
 from ._pattern import initial_pattern, layer_scales, sliding_mask
-from ._sliding import margins, project, rate, vector_field, with_jacobian
+from ._sliding import margin_vector, margins, project, rate, vector_field, with_jacobian
 
 #: The step within a pattern (diffrax's; the error control, event location and saves are
 #: this module's).
@@ -154,6 +154,38 @@ def root(net: Net, fn, a, b, fa, fb):
         return (b - a > 1e-13 * width0 + 4 * net.eps * jnp.abs(b)) & (it < 200)
 
     out = jax.lax.while_loop(cond, body, (a, b, fa, fb, jnp.int32(0), jnp.int32(0)))
+    return out[1], out[4]
+
+
+def root_vector(net: Net, fn, a, b, va, vb):
+    """The earliest zero of φ = min fn on [a, b], fn a vector of smooth entries with
+    min va > 0 ≥ min vb: Illinois false position as `root`, whose next point is the
+    earliest secant root of the entries that change sign on the bracket (`root` on φ
+    itself interpolates between whichever entries are smallest at the two ends, and φ
+    has a kink wherever that entry changes). Returns (b's side, its evaluations)."""
+
+    def body(c):
+        a, b, va, vb, it, side = c
+        # every entry of va is > 0 (φ(a) > 0): those ≤ 0 at b crossed inside the bracket
+        cross = vb <= 0
+        xi = (a * vb - b * va) / jnp.where(cross, vb - va, -1.0)
+        x = jnp.min(jnp.where(cross, xi, jnp.inf))
+        x = jnp.where((x > a) & (x < b), x, 0.5 * (a + b))
+        vx = fn(x)
+        pos = jnp.min(vx) > 0
+        va_new = jnp.where(pos, vx, jnp.where(side == -1, va * 0.5, va))
+        vb_new = jnp.where(pos, jnp.where(side == 1, vb * 0.5, vb), vx)
+        a2 = jnp.where(pos, x, a)
+        b2 = jnp.where(pos, b, x)
+        return a2, b2, va_new, vb_new, it + 1, jnp.where(pos, 1, -1).astype(jnp.int32)
+
+    width0 = b - a
+
+    def cond(c):
+        a, b, _, _, it, _ = c
+        return (b - a > 1e-13 * width0 + 4 * net.eps * jnp.abs(b)) & (it < 200)
+
+    out = jax.lax.while_loop(cond, body, (a, b, va, vb, jnp.int32(0), jnp.int32(0)))
     return out[1], out[4]
 
 
@@ -311,20 +343,22 @@ def _accepted(net: Net, c, steps, trial, ts, pts_mask):
     def interp(tau):
         return interp_obj.evaluate(s + tau)
 
-    def phi(tau):
-        return margins(net, interp(tau)[0], pat)[0]
+    def vec(tau):
+        return margin_vector(net, interp(tau)[0], pat)[4]
 
     taus = h * jnp.asarray([0.25, 0.5, 0.75, 1.0], dtype)
-    phis = jax.vmap(phi)(taus)
+    vs = jax.vmap(vec)(taus)
+    phis = jnp.min(vs, axis=1)
     hit = phis <= 0
     any_hit = jnp.any(hit)
     first = jnp.argmax(hit)
     a = jnp.where(first > 0, taus[jnp.maximum(first - 1, 0)], 0.0)
-    fa = jnp.where(first > 0, phis[jnp.maximum(first - 1, 0)], phi(jnp.zeros((), dtype)))
-    b, fb = taus[first], phis[first]
+    va = jnp.where(first > 0, vs[jnp.maximum(first - 1, 0)], vec(jnp.zeros((), dtype)))
+    fa = jnp.min(va)
+    b, vb = taus[first], vs[first]
 
     def located(_):
-        return root(net, phi, a, b, jnp.maximum(fa, net.tiny), fb)
+        return root_vector(net, vec, a, b, va, vb)
 
     tau_e, n_root = jax.lax.cond(any_hit & (fa > 0), located, lambda _: (h, jnp.int32(0)), None)
     # an event at the very start (φ ≤ 0 already): handled as an event at τ = 0

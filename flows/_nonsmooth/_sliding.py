@@ -32,52 +32,36 @@ def damped_solve(J: jax.Array, r: jax.Array, on: jax.Array | None = None) -> jax
     return J.T @ jnp.linalg.solve(G, r)
 
 
-#: Jacobian columns (or rows) computed together in one pass of `jac_columns`/`jac_rows`:
-#: the work follows the slots in use (in chunks of this many), not the slots compiled.
-JAC_CHUNK = 8
-
-
 def jac_columns(f, x: jax.Array, on: jax.Array) -> jax.Array:
     """∂f/∂x (f(x) of shape (N,), x (K,)) in the columns `on`, 0 in the others: forward
-    mode over the used columns only, `JAC_CHUNK` at a time, so padded slots cost nothing
-    (`jax.jacfwd` would push a tangent through every one of the K)."""
+    mode over the used columns only, one at a time, so padded slots cost nothing
+    (`jax.jacfwd` would push a tangent through every one of the K). Chunks of 8 tangents
+    at a time (vmapped) were no faster on the digits net with up to 14 pairs sliding
+    (47.6 against 48.7 s to t = 40, the same result to the last bit), and cost one sliding
+    pair 8 tangents (`with_jacobian` 3.1 against 0.8 ms)."""
     K = x.shape[0]
-    B = min(JAC_CHUNK, K)
     order = jnp.argsort(~on, stable=True)  # the used columns first
-    n = jnp.sum(on)
     out = jax.eval_shape(f, x)
-    J0 = jnp.zeros((*out.shape, K), out.dtype)
 
-    def chunk(c, J):
-        pos = c * B + jnp.arange(B)
-        valid = pos < n
-        cols = order[jnp.minimum(pos, K - 1)]
-        tangents = jnp.where(valid[:, None], jax.nn.one_hot(cols, K, dtype=x.dtype), 0.0)
-        Jc = jax.vmap(lambda t: jax.jvp(f, (x,), (t,))[1])(tangents)  # (B, N)
-        return J.at[..., jnp.where(valid, cols, K)].set(jnp.moveaxis(Jc, 0, -1), mode="drop")
+    def column(p, J):
+        col = order[p]
+        return J.at[..., col].set(jax.jvp(f, (x,), (jax.nn.one_hot(col, K, dtype=x.dtype),))[1])
 
-    return jax.lax.fori_loop(0, (n + B - 1) // B, chunk, J0)
+    return jax.lax.fori_loop(0, jnp.sum(on), column, jnp.zeros((*out.shape, K), out.dtype))
 
 
 def jac_rows(f, x: jax.Array, on: jax.Array) -> jax.Array:
     """∂f/∂x (f(x) of shape (M,), x (N,)) in the rows `on`, 0 in the others: reverse mode
-    over the used rows only, `JAC_CHUNK` at a time (`jax.jacrev` pulls back all M)."""
+    over the used rows only, one at a time (`jax.jacrev` pulls back all M)."""
     M = on.shape[0]
-    B = min(JAC_CHUNK, M)
     order = jnp.argsort(~on, stable=True)
-    n = jnp.sum(on)
     _, pull = jax.vjp(f, x)
-    J0 = jnp.zeros((M, x.shape[0]), x.dtype)
 
-    def chunk(c, J):
-        pos = c * B + jnp.arange(B)
-        valid = pos < n
-        rows = order[jnp.minimum(pos, M - 1)]
-        cot = jnp.where(valid[:, None], jax.nn.one_hot(rows, M, dtype=x.dtype), 0.0)
-        Jr = jax.vmap(lambda u: pull(u)[0])(cot)  # (B, N)
-        return J.at[jnp.where(valid, rows, M)].set(Jr, mode="drop")
+    def row(p, J):
+        r = order[p]
+        return J.at[r].set(pull(jax.nn.one_hot(r, M, dtype=x.dtype))[0])
 
-    return jax.lax.fori_loop(0, (n + B - 1) // B, chunk, J0)
+    return jax.lax.fori_loop(0, jnp.sum(on), row, jnp.zeros((M, x.shape[0]), x.dtype))
 
 
 def sq(tree) -> jax.Array:
@@ -104,7 +88,8 @@ def slaved(net: Net, theta, pat, lam):
     on, idx = pat.on, pat.idx
     A, S = affine(net, pat, lam)
     flat, unravel = ravel_pytree(theta)
-    v = jax.random.normal(jax.random.PRNGKey(20261201), flat.shape, net.dtype)
+    with jax.ensure_compile_time_eval():  # a constant of the program, not drawn per call
+        v = jax.random.normal(jax.random.PRNGKey(20261201), flat.shape, net.dtype)
 
     def z_of(vf):
         return preacts(net, unravel(vf), A, S)
@@ -127,7 +112,8 @@ def slaved(net: Net, theta, pat, lam):
             Q = Q.at[j].set(jnp.where(indep, r / jnp.maximum(nr, net.tiny), 0.0))
             return Q, dep.at[j].set(on[j] & ~indep)
 
-        Q, dep = jax.lax.fori_loop(0, M, gs, (jnp.zeros_like(Jz), jnp.zeros((M,), bool)))
+        # the used slots come first in `order`: the unused ones would change nothing
+        Q, dep = jax.lax.fori_loop(0, jnp.sum(on), gs, (jnp.zeros_like(Jz), jnp.zeros((M,), bool)))
         return jax.jvp(z_of, (flat,), (v - Q.T @ (Q @ v),))[1], dep
 
     dz_t, dep = jax.lax.cond(jnp.any(on), with_sliding, lambda _: (dz, jnp.zeros((M,), bool)), None)
@@ -278,6 +264,15 @@ def vector_field(net: Net, s, y, pat):
 
 def margins(net: Net, theta, pat):
     """(φ, z, per-pair margins, sliding λ-margins): φ > 0 while nothing switches."""
+    phi, z, m, lam, _ = margin_vector(net, theta, pat)
+    return phi, z, m, lam
+
+
+def margin_vector(net: Net, theta, pat):
+    """`margins` and the vector φ is the minimum of: each pair's margin over its layer's
+    scale (inf while sliding), then each sliding slot's λ-margin (inf where unused). Each
+    entry is smooth along a step, φ (their minimum) is not: the event finder interpolates
+    the entries (`_loop.root_vector`)."""
     piece, off, idx, kink, on = pat[:5]
     lam = sliding_lam(net, theta, pat)
     A, S = affine(net, pat, lam)
@@ -291,4 +286,4 @@ def margins(net: Net, theta, pat):
     lm = jnp.where(on, jnp.minimum(lam - lo, hi - lam) / (hi - lo) + BOX_TOL, jnp.inf)
     scaled = m / layer_scales(net, z)[net.layer_of]
     phi = jnp.minimum(jnp.min(scaled), jnp.min(lm, initial=jnp.inf))
-    return phi, z, m, lam
+    return phi, z, m, lam, jnp.concatenate([scaled, lm])

@@ -162,7 +162,35 @@ def compare(path_a: str, path_b: str) -> int:
         same_hlo += [False] * abs(len(ra["hlo"]) - len(rb["hlo"]))
         failed += bool(bad) or not all(same_hlo)
         print(f"{name:14s} arrays: {'identical' if not bad else bad}; HLO identical: {same_hlo}")
+        if bad:
+            print(f"{'':14s} largest relative differences: {_differences(ra, rb)}")
     return int(failed > 0)
+
+
+def _differences(ra: dict, rb: dict) -> dict:
+    """Per differing array of two records of one run: max |a − b| / max |a| (arrays of
+    different shapes: 'shape'), and the step counts and reasons side by side."""
+    out = {}
+    for grp in ("obs", "params"):
+        for k, x in ra[grp].items():
+            y = rb[grp].get(k)
+            if np.array_equal(x, y, equal_nan=True):
+                continue
+            x, y = np.asarray(x, float), np.asarray(y, float)
+            if x.shape != y.shape:
+                out[f"{grp}:{k}"] = "shape"
+                continue
+            both = np.isfinite(x) & np.isfinite(y)
+            scale = np.max(np.abs(x[both]), initial=0.0) or 1.0
+            out[f"{grp}:{k}"] = float(f"{np.max(np.abs(x - y)[both], initial=0.0) / scale:.2g}")
+    ea, eb = json.loads(ra["extra"]), json.loads(rb["extra"])
+    for k in sorted(set(ea) | set(eb)):
+        if ea.get(k) != eb.get(k):
+            out[f"extra:{k}"] = (ea.get(k), eb.get(k))
+    for k in ("times", "steps", "rejected", "reason"):
+        if not np.array_equal(np.asarray(ra[k]), np.asarray(rb[k])):
+            out[k] = (ra[k], rb[k]) if k != "times" else "differ"
+    return out
 
 
 if __name__ == "__main__":
