@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ._net import BOX_TOL, Net
+from ._net import BOX_TOL, NEWTON_RESIDUAL, Net
 from ._pattern import Pattern, affine, box, layer_scales, loss_pat, sliding_mask, zdot_all, zdot_z
 from ._sliding import damped_solve, jac_columns, margins, slaved, with_jacobian
 
@@ -174,35 +174,40 @@ def solve_sides(net: Net, ev: Event, side, start, override=None):
 
 
 def _equivalent_control_k(net: Net, ev: Event, on_k, lam0, fix):
-    """λ of the candidates `on_k` with ż + κ(z − c) = 0: two damped Newton steps."""
+    """λ of the candidates `on_k` with ż + κ(z − c) = 0: two damped Newton steps, fewer
+    where ż is at rounding first (`NEWTON_RESIDUAL`; one where ż is affine in λ)."""
     piece_b, off_b = ev.pat.piece, ev.pat.off
     idx_k, kink_b = ev.idx, ev.kink
 
-    def zdot_s(lam):
+    def zdot_scaled(lam):
         # with the return term κ(z − c) of the field's equivalent control, so the decision
         # and the flow agree on λ
         A, S = affine(net, (piece_b, off_b, idx_k, kink_b, on_k), lam)
         A, S = fix(A, S)
         zd, _, z = zdot_z(net, ev.theta, A, S)
         ret = ev.pat.kappa * (z[idx_k] - net.c[kink_b])
-        return jnp.where(on_k, zd[idx_k] + ret, 0.0)
+        r = jnp.where(on_k, zd[idx_k] + ret, 0.0)
+        return r, jnp.max(jnp.abs(r)) <= NEWTON_RESIDUAL * jnp.max(jnp.abs(zd))
 
-    lam_k = lam0
     eye = jnp.eye(ev.K, dtype=net.dtype)
 
-    def newton(lam_k):
-        r = zdot_s(lam_k)
-        J = jac_columns(zdot_s, lam_k, on_k)
+    def newton(c):
+        k, lam_k, r, _ = c
+        J = jac_columns(lambda lm: zdot_scaled(lm)[0], lam_k, on_k)
         J = jnp.where(on_k[:, None] & on_k[None, :], J, eye)
-        return lam_k - damped_solve(J, r, on_k)
+        lam_k = lam_k - damped_solve(J, r, on_k)
+        # ż at the new λ only where another step may follow
+        r, small = jax.lax.cond(k < 1, zdot_scaled, lambda lm: (r, jnp.bool_(True)), lam_k)
+        return k + 1, lam_k, r, small
 
-    # two steps in a loop, not unrolled: the step is compiled once
-    lam_k = jax.lax.cond(
-        jnp.any(on_k),
-        lambda v: jax.lax.fori_loop(0, 2, lambda _, u: newton(u), v),
-        lambda v: v,
-        lam_k,
-    )
+    def solve(lam_k):
+        r, small = zdot_scaled(lam_k)
+        # in a loop, not unrolled: the step is compiled once
+        return jax.lax.while_loop(
+            lambda c: (c[0] < 2) & ~c[3], newton, (jnp.int32(0), lam_k, r, small)
+        )[1]
+
+    lam_k = jax.lax.cond(jnp.any(on_k), solve, lambda v: v, lam0)
     return jnp.where(on_k, lam_k, 0.0)
 
 

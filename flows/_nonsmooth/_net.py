@@ -42,6 +42,13 @@ UNRESOLVED_RUN = 25
 #: (DAMPING·cond J)².
 DAMPING = 1e-8
 
+#: Newton's method for the sliding pairs' λ stops (`sliding_jacobian`, the decision's
+#: `_equivalent_control_k`) once every residual ż + κ(z − c) is below this fraction of the
+#: largest |ż| over all pairs: the decision resolves ż to 1e-10 of it, and where ż is affine
+#: in λ (one hidden layer) the first step is exact and the rest would only move λ by
+#: rounding, at one Jacobian (a tangent per sliding pair) each.
+NEWTON_RESIDUAL = 1e-13
+
 #: A pair is held on its kink by the sliding pairs (`slaved`) when its rate of change along
 #: a random direction tangent to their kinks is below this fraction of that along the
 #: direction itself (exactly zero in exact arithmetic; an independent pair gives O(1)).

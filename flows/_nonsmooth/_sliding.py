@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ._net import BOX_TOL, DAMPING, SLAVED_RATIO, SLIDING_RETURN, Net
+from ._net import BOX_TOL, DAMPING, NEWTON_RESIDUAL, SLAVED_RATIO, SLIDING_RETURN, Net
 from ._pattern import (
     Pattern,
     affine,
@@ -126,16 +126,23 @@ def zdot_sliding(net: Net, theta, pat, lam):
     the equivalent control makes it 0, so a pair that drifted off its kink by integration
     error returns at rate κ (`pat.kappa`, SLIDING_RETURN per unit of the clock) instead of
     drifting further."""
+    return _zdot_sliding_scaled(net, theta, pat, lam)[0]
+
+
+def _zdot_sliding_scaled(net: Net, theta, pat, lam):
+    """(`zdot_sliding`, whether it is below `NEWTON_RESIDUAL` × the largest |ż|)."""
     _, _, idx, kink, on = pat[:5]
     A, S = affine(net, pat, lam)
     zd, _, z = zdot_z(net, theta, A, S)
     i = jnp.where(on, idx, 0)
-    return jnp.where(on, zd[i] + pat.kappa * (z[i] - net.c[kink]), 0.0)
+    r = jnp.where(on, zd[i] + pat.kappa * (z[i] - net.c[kink]), 0.0)
+    return r, jnp.max(jnp.abs(r)) <= NEWTON_RESIDUAL * jnp.max(jnp.abs(zd))
 
 
 def sliding_jacobian(net: Net, theta, pat, warm):
-    """(λ₀, J): the equivalent control at θ by Newton's method with a fresh Jacobian (three
-    steps from `warm` where finite — the previous step's λ, or the decision's: ż can have
+    """(λ₀, J): the equivalent control at θ by Newton's method with a fresh Jacobian (at
+    most three steps, fewer where ż is at rounding first, `NEWTON_RESIDUAL`; from `warm`
+    where finite — the previous step's λ, or the decision's: ż can have
     several roots in deep nets, and the flow follows one — else from the middle of the
     boxes), and ∂ż/∂λ there (identity in empty slots). Refreshed at every event and
     accepted step, then held fixed within a step: the field's λ is two Newton steps from
@@ -148,17 +155,22 @@ def sliding_jacobian(net: Net, theta, pat, warm):
         J = jac_columns(lambda lm: zdot_sliding(net, theta, pat, lm), lam, on)
         return jnp.where(on[:, None] & on[None, :], J, eye)
 
+    def newton(c):
+        # ż and the Jacobian at λ, then a step unless ż is at rounding or three were
+        # taken: J is the Jacobian at the λ returned
+        k, lam, _, _ = c
+        r, small = _zdot_sliding_scaled(net, theta, pat, lam)
+        J = jac_at(lam)
+        done = small | (k == 3)
+        return k + 1, jnp.where(done, lam, lam - damped_solve(J, r, on)), J, done
+
     def solve(_):
         lam = jnp.where(jnp.isfinite(warm), warm, lam_mid(net, pat))
-        # a loop, not unrolled: its body (a Jacobian and ż) is compiled once, not thrice
-        lam = jax.lax.fori_loop(
-            0,
-            3,
-            lambda _, lam: lam - damped_solve(jac_at(lam), zdot_sliding(net, theta, pat, lam), on),
-            lam,
+        # a loop, not unrolled: its body (a Jacobian and ż) is compiled once
+        _, lam, J, _ = jax.lax.while_loop(
+            lambda c: ~c[3], newton, (jnp.int32(0), lam, eye, jnp.bool_(False))
         )
-        lam = jnp.where(on, lam, 0.0)
-        return lam, jac_at(lam)
+        return jnp.where(on, lam, 0.0), J
 
     return jax.lax.cond(jnp.any(on), solve, lambda _: (jnp.zeros((M,), net.dtype), eye), None)
 
