@@ -132,37 +132,18 @@ def rms_err(net: Net, y0, y1, yerr):
 
 
 def root(net: Net, fn, a, b, fa, fb):
-    """Illinois false position on [a, b] with fn(a) > 0 ≥ fn(b): returns (b's side, its
-    evaluations)."""
-
-    def body(c):
-        a, b, fa, fb, it, side = c
-        x = (a * fb - b * fa) / (fb - fa)
-        x = jnp.where((x > a) & (x < b), x, 0.5 * (a + b))
-        fx = fn(x)
-        pos = fx > 0
-        fa_new = jnp.where(pos, fx, jnp.where(side == -1, fa * 0.5, fa))
-        fb_new = jnp.where(pos, jnp.where(side == 1, fb * 0.5, fb), fx)
-        a2 = jnp.where(pos, x, a)
-        b2 = jnp.where(pos, b, x)
-        return a2, b2, fa_new, fb_new, it + 1, jnp.where(pos, 1, -1).astype(jnp.int32)
-
-    width0 = b - a
-
-    def cond(c):
-        a, b, _, _, it, _ = c
-        return (b - a > 1e-13 * width0 + 4 * net.eps * jnp.abs(b)) & (it < 200)
-
-    out = jax.lax.while_loop(cond, body, (a, b, fa, fb, jnp.int32(0), jnp.int32(0)))
-    return out[1], out[4]
+    """Illinois false position on [a, b] with fn(a) > 0 ≥ fn(b), fn scalar: returns
+    (b's side, its evaluations). `root_vector` with one entry."""
+    b, evals = root_vector(net, lambda x: fn(x)[None], a, b, fa[None], fb[None])
+    return b, evals
 
 
 def root_vector(net: Net, fn, a, b, va, vb):
     """The earliest zero of φ = min fn on [a, b], fn a vector of smooth entries with
-    min va > 0 ≥ min vb: Illinois false position as `root`, whose next point is the
-    earliest secant root of the entries that change sign on the bracket (`root` on φ
-    itself interpolates between whichever entries are smallest at the two ends, and φ
-    has a kink wherever that entry changes). Returns (b's side, its evaluations)."""
+    min va > 0 ≥ min vb: Illinois false position whose next point is the earliest secant
+    root of the entries that change sign on the bracket (the secant of φ itself would
+    interpolate between whichever entries are smallest at the two ends, and φ has a kink
+    wherever that entry changes). Returns (b's side, its evaluations)."""
 
     def body(c):
         a, b, va, vb, it, side = c
