@@ -128,7 +128,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
-from .record import SolverRecord, final_state
+from .record import SolverRecord, final_state, flat_step_start
 
 __all__ = ["ETDRK4", "ETDState", "etd_eval_counts", "flow_state_mask", "phi_functions"]
 
@@ -496,18 +496,9 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
 
     def step(self, terms, t0, t1, y0, args, solver_state: ETDState, made_jump):
         st = solver_state
-        yf, unravel = ravel_pytree(y0)
-        dt = yf.dtype
-        h = jnp.asarray(t1 - t0, dt)
-
-        def fvec(t, y):
-            return ravel_pytree(terms.vf(t, unravel(y), args))[0].astype(dt)
-
-        f0 = st.f0
-        vf_evals = st.vf_evals
-        if made_jump is not False:
-            f0 = jax.lax.cond(made_jump, lambda: fvec(t0, yf), lambda: f0)
-            vf_evals = vf_evals + jnp.asarray(made_jump, jnp.int32)
+        yf, unravel, dt, h, fvec, f0, vf_evals = flat_step_start(
+            terms, t0, t1, y0, args, st.f0, st.vf_evals, made_jump
+        )
 
         # The stored subspace V, one block power step W = J V (`rank` products J v
         # at y_n): the Ritz values Λ of J on V (VᵀJV = VᵀW = U Λ Uᵀ) and, as their

@@ -84,7 +84,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
-from .record import final_state
+from .record import final_state, flat_step_start
 
 __all__ = ["EXPRB32", "EXPRB43", "KrylovState", "krylov_eval_counts"]
 
@@ -327,18 +327,9 @@ class AbstractExpRosenbrock(diffrax.AbstractImplicitSolver, diffrax.AbstractAdap
 
     def step(self, terms, t0, t1, y0, args, solver_state: KrylovState, made_jump):
         st = solver_state
-        yf, unravel = ravel_pytree(y0)
-        dt = yf.dtype
-        h = jnp.asarray(t1 - t0, dt)
-
-        def fvec(t, y):
-            return ravel_pytree(terms.vf(t, unravel(y), args))[0].astype(dt)
-
-        f0 = st.f0
-        vf_evals = st.vf_evals
-        if made_jump is not False:
-            f0 = jax.lax.cond(made_jump, lambda: fvec(t0, yf), lambda: f0)
-            vf_evals = vf_evals + jnp.asarray(made_jump, jnp.int32)
+        yf, unravel, dt, h, fvec, f0, vf_evals = flat_step_start(
+            terms, t0, t1, y0, args, st.f0, st.vf_evals, made_jump
+        )
 
         def matvec(v):
             return jax.jvp(lambda y: fvec(t0, y), (yf,), (v,))[1]

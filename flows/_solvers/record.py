@@ -8,6 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import diffrax
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
 
 #: `make(rtol, atol, error_norm, on_products)`: the solver object a name stands for in a
 #: solve with these tolerances and error norm; `on_products` receives the Hessian-vector
@@ -67,3 +70,20 @@ def final_state(solver_state, cls: type, name: str):
             f"(got {type(state).__name__})."
         )
     return state
+
+
+def flat_step_start(terms, t0, t1, y0, args, f0, vf_evals, made_jump):
+    """What a matrix-free step on the flat state starts from: (y flat, unravel, its dtype,
+    h, the field on flat states `fvec(t, y)`, F(t0, y0), evaluations so far). F is the
+    stored FSAL value `f0`, evaluated afresh (and counted) after a jump."""
+    yf, unravel = ravel_pytree(y0)
+    dt = yf.dtype
+    h = jnp.asarray(t1 - t0, dt)
+
+    def fvec(t, y):
+        return ravel_pytree(terms.vf(t, unravel(y), args))[0].astype(dt)
+
+    if made_jump is not False:
+        f0 = jax.lax.cond(made_jump, lambda: fvec(t0, yf), lambda: f0)
+        vf_evals = vf_evals + jnp.asarray(made_jump, jnp.int32)
+    return yf, unravel, dt, h, fvec, f0, vf_evals
