@@ -28,6 +28,7 @@ from .._errors import SolverError
 from .._solvers import EVAL_COUNTER, cached, pid_controller
 from .._trees import all_finite, tree_sq_norm
 from .arguments import no_observables
+from .flow import energy_offset
 from .stats import Result, SolveStats
 from .trajectory import Trajectory, assemble_trajectory, stack_params
 
@@ -133,7 +134,6 @@ def solve_loss_clock(problem, run: RunSettings, *, ts: np.ndarray, config: dict)
         (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
     )
     # explicit dtypes: weakly-typed scalars would make the jitted segment retrace
-    y = (problem.theta0, _f64(0.0), _f64(t0))
     s = _f64(0.0)
     start = time.perf_counter()
     # only when built now does the first segment call include compilation
@@ -145,6 +145,9 @@ def solve_loss_clock(problem, run: RunSettings, *, ts: np.ndarray, config: dict)
     steps = [0, 0, 0]
     keep = {"all": set(range(len(ts))), "ends": {0, len(ts) - 1}, "none": set()}[run.save_params]
     loss0 = float(_loss_jit(problem, problem.theta0))
+    # the state carries E + |L(θ(0))| (`energy_offset`); the records give E
+    offset = float(energy_offset(loss0))
+    y = (problem.theta0, _f64(offset), _f64(t0))
     failure = None  # (Result, reason, t)
     for i, target in enumerate(ts):
         t_now = float(y[2])
@@ -167,6 +170,7 @@ def solve_loss_clock(problem, run: RunSettings, *, ts: np.ndarray, config: dict)
             jax.block_until_ready(y_new)
             if fresh and (i == 1 or (i == 0 and target > t0)):
                 compile_s = time.perf_counter() - t_call
+            obs["energy"] = obs["energy"] - offset
             okay, n, acc, rej = (int(v) for v in st)
             steps[0] += n
             steps[1] += acc
@@ -179,7 +183,7 @@ def solve_loss_clock(problem, run: RunSettings, *, ts: np.ndarray, config: dict)
             s, y = s_new, (y_new[0], y_new[1], _f64(target))
         else:
             obs = _obs0_jit(settings.observables, problem, y[0], _f64(target))
-            obs["energy"] = y[1]
+            obs["energy"] = y[1] - offset
         records.append(obs)
         s_vals.append(float(s))
         if i in keep:

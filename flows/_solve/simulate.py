@@ -110,7 +110,8 @@ def simulate(
       `stats.extra` (`jvp_evals`, `spectral_radius`, `nonstiff_steps`, …; `flows.RKC2`).
     - `rtol`, `atol`: tolerances of diffrax's PID step-size controller.
     - `error_norm`: the norm in which that controller measures the local error scaled by
-      atol + rtol·max(|y_n|, |y_{n+1}|) over the whole state (θ and the energy): 'rms'
+      atol + rtol·max(|y_n|, |y_{n+1}|) over the whole state (θ and the energy, whose
+      scale includes |L(θ(0))|: `flows._solve.flow.energy_offset`): 'rms'
       (default, diffrax's `optimistix.rms_norm`) or 'max' (`optimistix.max_norm`: every
       component within tolerance). With 'rms', where the error sits in a few of many
       parameters the largest parameter error can exceed rtol by up to sqrt(number of
