@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from flows import ETDRK4
 from flows._solvers import (
     SOLVERS,
     STEP_TO_SAVES,
@@ -132,3 +133,71 @@ def test_which_solvers_step_to_saves():
         if name != "kvaerno5-cg":
             assert steps_to_saves(make_solver(name, 1e-6, 1e-9)) == (name in STEP_TO_SAVES)
     assert not steps_to_saves(diffrax.Tsit5())
+
+
+# for ETDRK4 (rank 1): one stiff component, the others slow, so that its steps are long
+# across the stiff direction (h·λ in the hundreds), where a cubic Hermite fails
+LAM_ETD = jnp.asarray([1.0, 2.0, 1000.0])
+
+
+def _etd_field(t, y, args):
+    return -LAM_ETD * (y - M - jnp.sin(t)) + jnp.cos(t)
+
+
+def _etd_exact(ts):
+    ts = np.asarray(ts)[:, None]
+    return M + np.sin(ts) + C0 * np.exp(-np.asarray(LAM_ETD) * ts)
+
+
+def _etd_solve(rtol, saveat):
+    """`flows.ETDRK4` on `_etd_field` (rank 1: L takes λ = 1000, the slow components stay
+    in its nonlinear part), the toolkit's controller for it."""
+    solver = ETDRK4()
+    return diffrax.diffeqsolve(
+        diffrax.ODETerm(_etd_field),
+        solver,
+        0.0,
+        T1,
+        None,
+        jnp.asarray(M + C0),
+        stepsize_controller=pid_controller(rtol, rtol * 1e-3, solver=solver),
+        saveat=saveat,
+        max_steps=10_000,
+    )
+
+
+@pytest.mark.parametrize("rtol", [1e-4, 1e-6])
+def test_etdrk4_saves_between_steps_as_accurately_as_it_steps(rtol):
+    """ETDRK4 interpolates by its exponential continuous extension on the stiff subspace
+    (`_ETDInterpolation`), so `simulate` does not step to its saves: at the midpoints of
+    its steps (h·λ in the hundreds) every component is within 2× its largest step-end
+    error, against the closed form, where the cubic Hermite of the same step ends — what
+    it interpolated by before — is more than 10× off on the stiff component (so this test
+    fails for a dense output without the exponential part)."""
+    steps = _etd_solve(rtol, diffrax.SaveAt(steps=True))
+    n = int(steps.stats["num_accepted_steps"])
+    ts, ys = np.asarray(steps.ts)[:n], np.asarray(steps.ys)[:n]
+    e_end = np.abs(ys - _etd_exact(ts))[ts > AFTER].max(axis=0)  # per component
+    mids = 0.5 * (np.concatenate([[0.0], ts[:-1]]) + ts)
+    between = _etd_solve(rtol, diffrax.SaveAt(ts=jnp.asarray(mids)))
+    assert int(between.stats["num_accepted_steps"]) == n  # the same steps
+    late = mids > AFTER
+    e_mid = np.abs(np.asarray(between.ys) - _etd_exact(mids))[late].max(axis=0)
+    # the cubic Hermite of the same step ends and slopes
+    t0s = np.concatenate([[0.0], ts[:-1]])
+    y0s = np.concatenate([np.asarray(M + C0)[None], ys[:-1]])
+    herm = []
+    for t0, t1, y0, y1 in zip(t0s, ts, y0s, ys, strict=True):
+        k = jnp.stack([(t1 - t0) * _etd_field(t0, y0, None), (t1 - t0) * _etd_field(t1, y1, None)])
+        it = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(
+            t0=t0, t1=t1, y0=jnp.asarray(y0), y1=jnp.asarray(y1), k=k
+        )
+        herm.append(np.asarray(it.evaluate(0.5 * (t0 + t1))))
+    e_herm = np.abs(np.asarray(herm) - _etd_exact(mids))[late].max(axis=0)
+    hlam = float(np.max(np.diff(ts))) * 1000.0
+    assert hlam > 50  # long steps across the stiff direction
+    # every component, the stiff one (λ = 1000, the last) included
+    assert np.all(e_mid <= 2 * e_end), (e_mid, e_end, e_herm, hlam)
+    # the Hermite: measured 40–90× the stiff component's step-end error
+    assert e_herm[-1] > 10 * e_end[-1], (e_mid, e_end, e_herm, hlam)
+    assert not steps_to_saves(ETDRK4()) and not steps_to_saves("etdrk4")

@@ -257,7 +257,8 @@ def _orthonormal(a: Array) -> Array:
 
 def _tsit5_step(terms, t0, t1, y0, args, f0, dtype, outside=None):
     """One step of diffrax's Tsit5 from the FSAL value f0 (6 evaluations, F(t1, y1) the
-    last): (y1, F(t1, y1), error estimate), flat. Its estimate is O(h⁵) where ETDRK4's is
+    last): (y1, error estimate, F(t1, y1), its 7 stages h F for Tsit5's dense output),
+    flat. Its estimate is O(h⁵) where ETDRK4's is
     O(h⁴); the controller's exponent (1/4) only scales its proposals, accepting is the
     same test (error ≤ 1). `outside` (flat, 1 on components outside the flow: the
     quadratures of `subspace_mask`) adds to them the bound of `_quadrature_error`, D being
@@ -274,12 +275,88 @@ def _tsit5_step(terms, t0, t1, y0, args, f0, dtype, outside=None):
         return ravel_pytree(tree)[0].astype(dtype)
 
     y_error = flat(y_error)
+    k = jax.vmap(flat)(dense["k"])  # h F at the 7 stages, the last F(t1, y1)
     if outside is not None:
-        k = jax.vmap(flat)(dense["k"])  # h F at the 7 stages, the last F(t1, y1)
         b = jnp.asarray(diffrax.Tsit5.tableau.b_sol, dtype)
         d = b @ k - 0.5 * (k[0] + k[-1])
         y_error = y_error + outside * _quadrature_bound(d, k[-1] - k[0])
-    return flat(y1), y_error, flat(state[1])
+    return flat(y1), y_error, flat(state[1]), k
+
+
+#: Stages of a Tsit5 step that its dense output reads (h F at 7 points, FSAL included).
+_TSIT5_STAGES = 7
+
+
+class _ETDInterpolation(diffrax.AbstractLocalInterpolation):
+    """Dense output of one `ETDRK4` step, so that a solve saves between steps instead of
+    stepping to its save times.
+
+    An ETDRK4 step: its continuous extension (Hochbruck & Ostermann, SIAM J. Numer. Anal.
+    43 (2005) 1069–1090, §5): at t₀ + ϑh the step's formula with each weight φⱼ(hL)
+    replaced by ϑʲ φⱼ(ϑhL) and e^{hL} by e^{ϑhL},
+
+        u(ϑ) = e^{ϑhL} y₀ + h [b₁(ϑ) N₀ + b₂(ϑ) (N_a + N_b) + b₄(ϑ) N_c],
+        b₁ = ϑφ₁ − 3ϑ²φ₂ + 4ϑ³φ₃,  b₂ = 2ϑ²φ₂ − 4ϑ³φ₃,  b₄ = −ϑ²φ₂ + 4ϑ³φ₃,
+
+    which meets the order conditions Σ bᵢ cᵢ^{j−1}/(j−1)! = ϑʲ φⱼ(ϑhL) for j ≤ 3 at every
+    ϑ (order 3 between the step ends, the step's own value at ϑ = 1) and integrates the
+    stiff direction exactly: a cubic Hermite weights h F₀, which carries λ × the step-end
+    error of a stiff component, and so multiplies that error by up to h|λ|/4
+    (`benchmarks/results/dense_output.md`) — the reason the solver stepped to its save
+    times before. Off the subspace (L = 0 there) it is RK4's cubic continuous extension.
+    A Tsit5 step (`nonstiff='tsit5'`): Tsit5's own interpolant (order 4).
+
+    Fields: the step's ends `y0`, `y1` (pytrees), `k` (a Tsit5 step's 7 stages h F, flat),
+    `nl` (an ETDRK4 step's N₀, N_a + N_b, N_c, flat), `q`, `lam` (L = Q diag(lam) Qᵀ),
+    `tsit5` (which kind of step)."""
+
+    t0: Any
+    t1: Any
+    y0: Any
+    y1: Any
+    k: Array
+    nl: Array
+    q: Array
+    lam: Array
+    tsit5: Array
+
+    def evaluate(self, t0, t1=None, left=True):
+        del left
+        if t1 is not None:
+            return jax.tree_util.tree_map(lambda a, b: a - b, self.evaluate(t1), self.evaluate(t0))
+        yf, unravel = ravel_pytree(self.y0)
+        dt = yf.dtype
+        h = jnp.asarray(self.t1 - self.t0, dt)
+        h_safe = jnp.where(h == 0, 1.0, h)
+        th = jnp.asarray(t0 - self.t0, dt) / h_safe
+        # the exponential step's continuous extension
+        e, p1, p2, p3 = phi_functions(th * h * self.lam)
+        q = self.q
+
+        def act(coef, lin, v):  # as in `ETDRK4._etd_step`
+            return lin * v + q @ ((coef - lin) * (q.T @ v))
+
+        t2, t3 = th * th, th * th * th
+        n0, nab, nc = self.nl[0], self.nl[1], self.nl[2]
+        etd = act(e, 1.0, yf) + h * (
+            act(th * p1 - 3.0 * t2 * p2 + 4.0 * t3 * p3, th - 1.5 * t2 + t3 * 4.0 / 6.0, n0)
+            + act(2.0 * t2 * p2 - 4.0 * t3 * p3, t2 - t3 * 4.0 / 6.0, nab)
+            + act(-t2 * p2 + 4.0 * t3 * p3, -0.5 * t2 + t3 * 4.0 / 6.0, nc)
+        )
+        # off the subspace the cubic Hermite of the step's ends and slopes
+        y1f = ravel_pytree(self.y1)[0].astype(dt)
+        hk0, hk1 = self.k[0], self.k[-1]
+        herm = (
+            (1.0 - th) * yf
+            + th * y1f
+            + th * (th - 1.0) * ((1.0 - 2.0 * th) * (y1f - yf) + (th - 1.0) * hk0 + th * hk1)
+        )
+        exp_herm = herm + q @ (q.T @ (etd - herm))
+        # a Tsit5 step's own interpolant
+        k = jax.vmap(unravel)(self.k)
+        rk = diffrax.Tsit5.interpolation_cls(t0=self.t0, t1=self.t1, y0=self.y0, y1=self.y1, k=k)
+        rk = ravel_pytree(rk.evaluate(t0))[0].astype(dt)
+        return unravel(jnp.where(self.tsit5, rk, exp_herm))
 
 
 class ETDState(eqx.Module):
@@ -343,7 +420,7 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
 
     term_structure: ClassVar = diffrax.AbstractTerm
     interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
-        diffrax.ThirdOrderHermitePolynomialInterpolation.from_k
+        _ETDInterpolation
     )
     #: (pcoeff, icoeff) of the toolkit's controller for this solver: a PI controller, one
     #: of diffrax's suggestions for error estimates that do not vary smoothly. Its
@@ -457,8 +534,9 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
         }
 
     def _etd_step(self, fvec, t0, t1, h, yf, f0, q, lam, outside):
-        """One ETDRK4-B step from (yf, f0) with L = Q diag(lam) Qᵀ: (y1, F(t1, y1), error
-        estimate × `_SAFETY`), flat; `outside` (flat mask or None) as in `_tsit5_step`."""
+        """One ETDRK4-B step from (yf, f0) with L = Q diag(lam) Qᵀ: (y1, error estimate ×
+        `_SAFETY`, F(t1, y1), the nonlinear parts (N₀, N_a + N_b, N_c) for the dense
+        output `_ETDInterpolation`), flat; `outside` (flat mask or None) as in `_tsit5_step`."""
         e1, p1, p2, p3 = phi_functions(h * lam)
         eh, q1, q2, _ = phi_functions(0.5 * h * lam)
 
@@ -492,7 +570,7 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             # components outside the flow (quadratures such as E): see `_quadrature_error`
             y_error = y_error + outside * _quadrature_error(h, n0, na, nb, n1)
 
-        return y1, _SAFETY * y_error, f1
+        return y1, _SAFETY * y_error, f1, jnp.stack([n0, na + nb, nc])
 
     def step(self, terms, t0, t1, y0, args, solver_state: ETDState, made_jump):
         st = solver_state
@@ -520,15 +598,18 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             outside = ones - ravel_pytree(self.subspace_mask(unravel(ones)))[0].astype(dt)
 
         def etd():
-            y1, err, f1 = self._etd_step(fvec, t0, t1, h, yf, f0, q, lam, outside)
-            return y1, err, f1, jnp.asarray(4, jnp.int32)
+            y1, err, f1, nl = self._etd_step(fvec, t0, t1, h, yf, f0, q, lam, outside)
+            # its dense output's cubic Hermite reads the first and last rows
+            k = jnp.zeros((_TSIT5_STAGES, yf.size), dt).at[0].set(h * f0).at[-1].set(h * f1)
+            return y1, err, f1, jnp.asarray(4, jnp.int32), nl, k
 
         def rk():
-            y1, err, f1 = _tsit5_step(terms, t0, t1, y0, args, unravel(f0), dt, outside)
-            return y1, err, f1, jnp.asarray(6, jnp.int32)
+            y1, err, f1, k = _tsit5_step(terms, t0, t1, y0, args, unravel(f0), dt, outside)
+            nl = jnp.zeros((3, yf.size), dt)
+            return y1, err, f1, jnp.asarray(6, jnp.int32), nl, k
 
         if self.nonstiff == "none":
-            y1, y_error, f1, stage_evals = etd()
+            y1, y_error, f1, stage_evals, nl, k = etd()
         else:  # Tsit5 while no direction is stiff at this h (see `_NONSTIFF_MAX_HLAM`)
             # ETDRK4 where a direction is stiff at the last step's size, or where the flow
             # is in a transient along a settled eigenvalue (see the module doc)
@@ -537,7 +618,7 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             settled = jnp.abs(lam0 - lam_prev) <= _TRANSIENT * jnp.abs(lam0)
             transient = settled & (along >= _TRANSIENT) & (lam0 < 0)
             stiff = (-st.h_prev * lam0 >= _NONSTIFF_MAX_HLAM) | transient
-            y1, y_error, f1, stage_evals = jax.lax.cond(stiff, etd, rk)
+            y1, y_error, f1, stage_evals, nl, k = jax.lax.cond(stiff, etd, rk)
         finite = jnp.all(jnp.isfinite(y1)) & jnp.all(jnp.isfinite(y_error))
         # a non-finite step is rejected (error ∞) and y1 kept finite: the controller scales
         # the error by |y1|, and ∞/∞ would make its next step NaN (a Tsit5 attempt far
@@ -559,8 +640,7 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
             nonstiff_steps=st.nonstiff_steps + (stage_evals == 6).astype(jnp.int32),
             h_prev=h,
         )
-        k = jnp.stack([h * f0, h * f1])
-        dense_info = dict(y0=y0, y1=unravel(y1), k=jax.vmap(unravel)(k))
+        dense_info = dict(y0=y0, y1=unravel(y1), k=k, nl=nl, q=q, lam=lam, tsit5=stage_evals == 6)
         return unravel(y1), unravel(y_error), dense_info, new_state, result
 
 
@@ -599,8 +679,8 @@ def etd_eval_counts(solver_state: ETDState | diffrax.Solution) -> dict[str, Arra
 
 
 #: `solver='etdrk4'`: rank 1, the subspace on θ of the flow state ((θ, E); (θ, E, t) on the
-#: loss clock), the controller's tolerances; it steps to its save times (its cubic Hermite
-#: between long steps across a stiff direction is not trusted, as ROCK4's).
+#: loss clock), the controller's tolerances; it saves between steps by its exponential
+#: dense output (`_ETDInterpolation`), not stepping to its save times.
 RECORD = SolverRecord(
     "etdrk4",
     ETDRK4,
@@ -609,5 +689,4 @@ RECORD = SolverRecord(
         "Krogstad's ETDRK4-B whose linear part is the Hessian's most negative eigenpair "
         "(Rayleigh-Ritz on one block power step per step), flows._solvers._etd"
     ),
-    steps_to_saves=True,
 )
