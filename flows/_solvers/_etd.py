@@ -42,9 +42,10 @@ through the saddle. Measured err/rtol (relative to max |θ|; the toolkit's PI co
 see below): rotated Bernoulli flows with an outlier at 1e3 … 1e5 or none, rtol 1e-4 …
 1e-8, 0.017 under diffrax's I-controller (flat: over-delivered, the bare estimate is ≈ 14 ×
 the error on a contracting flow); the small multi-stage net (m = 30, t = 20) through
-`simulate`, rtol 1e-4 … 1e-8, 0.033–0.21 for θ and 0.034–0.16 for the energy (0.12–0.55
-and 0.20–0.61 under the I-controller, for 24–28 % fewer evaluations at each rtol: the same
-work for the same error); the multi-stage net m = 1000, rtol 1e-3 … 1e-6, 0.11–1.7 (I:
+`simulate`, rtol 1e-4 … 1e-8, 0.028–0.17 for θ and 0.018–0.22 for the energy (2026-12-07;
+earlier, stepping to its saves, 0.033–0.21 and 0.034–0.16, and 0.12–0.55 and 0.20–0.61
+under the I-controller, for 24–28 % fewer evaluations at each rtol: the same work for the
+same error); the multi-stage net m = 1000, rtol 1e-3 … 1e-6, 0.11–1.7 (I:
 0.5–2.0); m = 5000, 1.5–11 (I: 2.7–18; **under-delivered**, more at tighter rtol: the
 saddle's growth, eigenvalues up to +0.24 for t ≈ 18, outruns a per-step error test). No
 constant serves both ends; tolerance transformations (as `EXPRB43`'s) need the
@@ -104,6 +105,18 @@ stiff bulk (a discretised diffusion, a Hessian with many large eigenvalues) is l
 N: the step is then limited like RK4's, h ρ(J − L) ≲ 2.8, and the method is slower than
 `ROCK4`/`RKC2` — it stays error-controlled (unstable steps fail their error test), it
 does not become wrong.
+
+**Saves between steps** (`_ETDInterpolation`): on the subspace the step's own continuous
+extension (exact on the stiff direction), off it the cubic Hermite of the step's ends, and
+Tsit5's interpolant for a Tsit5 step; so `simulate` interpolates instead of stepping to
+its save times. Measured (`benchmarks/results/dense_output_etdrk4.md`, the largest save
+error over the largest step-end error of the same solve): 1.0–1.1 on a linear problem,
+the offset observable and the tanh net at rtol ≥ 1e-6; 3.2 and 5.1 on the tanh net at
+rtol 1e-8 and 1e-10 (its Tsit5 steps: Tsit5 alone is 2.1–3.1 there); 1.3–5 on stiff bulks
+(Prothero–Robinson, heat), where the steps are held to RK4's stability (saves within 0.65–
+3.6 × the tolerance scale). On the multi-stage net (m = 1000, t = 20, 201 saves, rtol
+1e-3 … 1e-6) θ at every save within 1.2 × its step-end error, for 28–88 steps where
+stepping to the saves took 211–263.
 
 **Limits.** The subspace is `rank` dense vectors; positive eigenvalues of J (directions
 of growth, e.g. a saddle's escape) are left in N (their Ritz values are clipped at 0).

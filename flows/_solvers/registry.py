@@ -13,7 +13,7 @@ recurrence: s evaluations a step for h ρ ≤ 0.318 s²; `flows.ROCK4`), Kvaerno
 (Kvaerno5 whose Newton systems are solved by conjugate gradients on Hessian-vector
 products: matrix-free, any size), ETDRK4 (exponential Runge–Kutta whose linear part is the
 Hessian's most negative eigenpair, for flows whose stiffness is a few outliers;
-`flows.ETDRK4`; steps to its save times, as ROCK4).
+`flows.ETDRK4`; interpolates by its exponential dense output).
 
 Solvers that step to the save times, because a save between their steps is far less
 accurate than a step end (`benchmarks/results/dense_output.md`: worst error of the
