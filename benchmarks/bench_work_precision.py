@@ -111,6 +111,7 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--out", default=str(RESULTS), help="output folder")
     p.add_argument("--repeat", type=int, default=1, help="runs per method; the fastest counts")
     p.add_argument("--only", default=None, help="regex: run only rows whose label matches")
+    p.add_argument("--m", type=int, default=None, help="the multistage case's width (default 5000)")
     p.add_argument("--exclude", default=None, help="regex: drop rows whose label matches")
     p.add_argument(
         "--torch-threads",
@@ -148,7 +149,11 @@ def main(argv=None) -> list[dict]:
         return [dict(case="nonstiff" if args.nonstiff else "stiff", results=res)]
     methods.set_torch_threads(args.torch_threads)
     names = list(cases.CASES) if args.case == "all" else [args.case]
-    return [run.run_case(cases.CASES[n](args.quick), args) for n in names]
+    width = {"m": args.m} if args.m is not None else {}
+    return [
+        run.run_case(cases.CASES[n](args.quick, **(width if n == "multistage" else {})), args)
+        for n in names
+    ]
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ FULL_GRID = {
     "kvaerno5": (1e-4, 1e-6, 1e-8),
     "rkc": (1e-3, 1e-4, 3e-5, 1e-5, 1e-6),
     "rock4": (1e-4, 1e-5, 1e-6, 1e-7, 1e-8),
-    "etdrk4": (1e-3, 3e-4, 1e-4, 1e-5, 1e-6),
+    "etdrk4": (3e-3, 1e-3, 3e-4, 1e-4, 1e-5, 1e-6),
 }
 # fused / float32 variants: Tsit5 at one tolerance, RKC around the baseline's error
 FULL_VARIANT_GRID = {
@@ -89,8 +89,10 @@ def _standard_settings(quick: bool) -> dict:
     )
 
 
-def multistage_case(quick: bool) -> Case:
-    m, t1 = (200, 2.0) if quick else (5000, 20.0)
+def multistage_case(quick: bool, m: int | None = None) -> Case:
+    """The multi-stage net: m = 5000 to t = 20 (`quick`: m = 200 to t = 2), or width `m`."""
+    m_default, t1 = (200, 2.0) if quick else (5000, 20.0)
+    m = m_default if m is None else m
     config = {
         "model": "TwoLayer",
         "m": m,

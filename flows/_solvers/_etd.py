@@ -304,20 +304,23 @@ class _ETDInterpolation(diffrax.AbstractLocalInterpolation):
     """Dense output of one `ETDRK4` step, so that a solve saves between steps instead of
     stepping to its save times.
 
-    An ETDRK4 step: its continuous extension (Hochbruck & Ostermann, SIAM J. Numer. Anal.
-    43 (2005) 1069–1090, §5): at t₀ + ϑh the step's formula with each weight φⱼ(hL)
-    replaced by ϑʲ φⱼ(ϑhL) and e^{hL} by e^{ϑhL},
+    An ETDRK4 step, on the subspace Q: the step's continuous extension (Hochbruck &
+    Ostermann, SIAM J. Numer. Anal. 43 (2005) 1069–1090, §5), its formula at t₀ + ϑh with
+    each weight φⱼ(hL) replaced by ϑʲ φⱼ(ϑhL) and e^{hL} by e^{ϑhL},
 
         u(ϑ) = e^{ϑhL} y₀ + h [b₁(ϑ) N₀ + b₂(ϑ) (N_a + N_b) + b₄(ϑ) N_c],
         b₁ = ϑφ₁ − 3ϑ²φ₂ + 4ϑ³φ₃,  b₂ = 2ϑ²φ₂ − 4ϑ³φ₃,  b₄ = −ϑ²φ₂ + 4ϑ³φ₃,
 
     which meets the order conditions Σ bᵢ cᵢ^{j−1}/(j−1)! = ϑʲ φⱼ(ϑhL) for j ≤ 3 at every
-    ϑ (order 3 between the step ends, the step's own value at ϑ = 1) and integrates the
-    stiff direction exactly: a cubic Hermite weights h F₀, which carries λ × the step-end
-    error of a stiff component, and so multiplies that error by up to h|λ|/4
-    (`benchmarks/results/dense_output.md`) — the reason the solver stepped to its save
-    times before. Off the subspace (L = 0 there) it is RK4's cubic continuous extension.
-    A Tsit5 step (`nonstiff='tsit5'`): Tsit5's own interpolant (order 4).
+    ϑ, is the step's own value at ϑ = 1 and integrates the stiff direction exactly. A
+    cubic Hermite there weights h F₀, which carries λ × the step-end error of a stiff
+    component, and so multiplies that error by up to h|λ|/4
+    (`benchmarks/results/dense_output.md`): the reason the solver stepped to its save
+    times before. Off the subspace (where L = 0: nothing stiff is left if Q holds the
+    outliers) the cubic Hermite of the step's ends and slopes, u = H(ϑ) + Q Qᵀ (u_exp(ϑ)
+    − H(ϑ)): RK4's own continuous extension (u_exp off Q) was 3–4.5× less accurate there
+    on the slow components of a Prothero–Robinson problem. A Tsit5 step
+    (`nonstiff='tsit5'`): Tsit5's own interpolant (order 4).
 
     Fields: the step's ends `y0`, `y1` (pytrees), `k` (a Tsit5 step's 7 stages h F, flat),
     `nl` (an ETDRK4 step's N₀, N_a + N_b, N_c, flat), `q`, `lam` (L = Q diag(lam) Qᵀ),
