@@ -165,14 +165,14 @@ def first_step(settings: FlowSettings, solver, vector_field, problem, y0, t0, t1
 
 def energy_offset(loss0):
     """The constant that the energy E = ∫‖∇L‖² carries in a flow's state: the state holds
-    E + |L(θ(0))|, and the saves subtract it again (exactly to float64 round-off of L(0),
-    the round-off the energy identity's residual already has).
+    E + |L(θ(0))|, and the saves subtract it again (E then carries float64's round-off of
+    L(0), up to eps·|L(0)| a step, as the energy identity's residual L(0) − L(t) − E does).
 
     Why: the step controller scales a component's local error by atol + rtol·|component|.
     E starts at 0, so in the first steps only atol scaled its error, and E — judged
     against its own tiny size — set the steps where θ did not: on the multi-stage net
-    (m = 5000, t = 20, rtol 1e-4) the fast first stage took 36 ETDRK4 steps and 215
-    evaluations where θ alone takes 30 and 175; with the offset 32 and 187. With it E's
+    (m = 5000, t = 20, rtol 1e-4) ETDRK4 took 36 steps and 215 evaluations where θ alone
+    takes 30 and 175 (the extra ones in the fast first stage); with the offset 32 and 187. With it E's
     error is judged against rtol·(|L(0)| + E), the scale of the certificate that reads it
     (100·rtol·max L, `flows._solve.stats.certificate`). A non-finite L(0) gets no offset
     (the solve fails on it anyway)."""
