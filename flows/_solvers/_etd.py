@@ -359,14 +359,14 @@ class _ETDInterpolation(diffrax.AbstractLocalInterpolation):
             + act(2.0 * t2 * p2 - 4.0 * t3 * p3, t2 - t3 * 4.0 / 6.0, nab)
             + act(-t2 * p2 + 4.0 * t3 * p3, -0.5 * t2 + t3 * 4.0 / 6.0, nc)
         )
-        # off the subspace the cubic Hermite of the step's ends and slopes
-        y1f = ravel_pytree(self.y1)[0].astype(dt)
-        hk0, hk1 = self.k[0], self.k[-1]
-        herm = (
-            (1.0 - th) * yf
-            + th * y1f
-            + th * (th - 1.0) * ((1.0 - 2.0 * th) * (y1f - yf) + (th - 1.0) * hk0 + th * hk1)
-        )
+        # off the subspace the cubic Hermite of the step's ends and slopes (flat)
+        herm = diffrax.ThirdOrderHermitePolynomialInterpolation.from_k(
+            t0=self.t0,
+            t1=self.t1,
+            y0=yf,
+            y1=ravel_pytree(self.y1)[0].astype(dt),
+            k=jnp.stack([self.k[0], self.k[-1]]),
+        ).evaluate(t0)
         exp_herm = herm + q @ (q.T @ (etd - herm))
         # a Tsit5 step's own interpolant
         k = jax.vmap(unravel)(self.k)
