@@ -402,23 +402,61 @@ def test_a_stiff_bulk_is_slow_but_never_under_delivered():
 
 
 def test_toolkit_controller_is_pi_for_etdrk4_only():
-    """`flows.pid_controller(..., solver=...)`: ETDRK4 gets its PI coefficients (0.3, 0.3),
-    in either norm and under a clip to save times; every other solver, and no solver,
-    diffrax's I-controller — the same object as before the argument existed. A trajectory
-    records the coefficients with the solver's settings."""
+    """`flows.pid_controller(..., solver=...)`: ETDRK4 gets its PI coefficients (0.4, 0.3)
+    in the controller that may shrink after an accepted step, in either norm and under a
+    clip to save times; every other solver, and no solver, diffrax's I-controller — the
+    same object as before the argument existed. A trajectory records the coefficients
+    with the solver's settings."""
     import equinox as eqx
 
     from flows import pid_controller
     from flows._solvers import describe_solver
+    from flows._solvers.control import PredictivePIDController
 
     plain = diffrax.PIDController(rtol=1e-5, atol=1e-8)
     assert eqx.tree_equal(pid_controller(1e-5, 1e-8, solver=diffrax.Tsit5()), plain)
     assert eqx.tree_equal(pid_controller(1e-5, 1e-8, solver=None), plain)
-    pi = diffrax.PIDController(rtol=1e-5, atol=1e-8, pcoeff=0.3, icoeff=0.3)
+    pi = PredictivePIDController(rtol=1e-5, atol=1e-8, pcoeff=0.4, icoeff=0.3)
     assert eqx.tree_equal(pid_controller(1e-5, 1e-8, solver=ETDRK4()), pi)
     ctl = pid_controller(1e-5, 1e-8, "max", step_ts=jnp.array([0.5, 1.0]), solver=ETDRK4())
     assert isinstance(ctl, diffrax.ClipStepSizeController)
-    assert (ctl.controller.pcoeff, ctl.controller.icoeff) == (0.3, 0.3)
+    assert isinstance(ctl.controller, PredictivePIDController)
+    assert (ctl.controller.pcoeff, ctl.controller.icoeff) == (0.4, 0.3)
     assert ctl.controller.norm is not plain.norm
-    assert describe_solver(ETDRK4())["settings"]["controller_coefficients"] == [0.3, 0.3]
+    assert describe_solver(ETDRK4())["settings"]["controller_coefficients"] == [0.4, 0.3]
     assert "controller_coefficients" not in describe_solver(diffrax.Tsit5())["settings"]
+
+
+@pytest.mark.parametrize(
+    ("err", "prev_err", "expect"),
+    [
+        (0.5, 0.2, "shrink"),  # accepted, growing error: diffrax holds h, this shrinks it
+        (0.01, 0.01, "diffrax"),  # accepted, small error: both grow h alike
+        (0.0, 0.3, "diffrax"),  # an exact step (error 0): grows, never shrinks
+        (2.0, 0.5, "diffrax"),  # rejected: diffrax's retry
+    ],
+)
+def test_predictive_controller_shrinks_after_an_accepted_step(err, prev_err, expect):
+    """`PredictivePIDController` against diffrax's `PIDController` on one step whose
+    scaled error is `err` (the previous one `prev_err`): where diffrax's factor is ≥ 1, or
+    the step is rejected, the same next step; where an accepted step's factor is < 1,
+    the next step is (t1 − t0) times that factor, computed here from the PI formula
+    safety·err^(−(p + i)/k)·prev^(p/k) — not from the controller's code."""
+    from flows._solvers.control import PredictivePIDController
+
+    kw = dict(rtol=1e-3, atol=1e-3, pcoeff=0.4, icoeff=0.3)
+    ours, theirs = PredictivePIDController(**kw), diffrax.PIDController(**kw)
+    y0 = jnp.ones(4)
+    y_error = jnp.full(4, err * 2e-3)  # scaled by atol + rtol·|y| = 2e-3: RMS = err
+    state = (jnp.asarray(1.0 / prev_err), jnp.asarray(1.0), jnp.asarray(False))
+    args = (0.0, 0.5, y0, y0, None, y_error, 4, state)
+    keep, t0n, t1n, *_ = ours.adapt_step_size(*args)
+    keep_d, t0d, t1d, *_ = theirs.adapt_step_size(*args)
+    assert bool(keep) == bool(keep_d) == (err < 1)
+    assert float(t0n) == float(t0d)
+    if expect == "diffrax":
+        assert float(t1n) == float(t1d)
+    else:
+        factor = 0.9 * err ** (-0.7 / 4) * prev_err ** (0.4 / 4)
+        assert factor < 1 and float(t1d - t0d) == 0.5  # diffrax holds the step
+        np.testing.assert_allclose(float(t1n - t0n), 0.5 * factor, rtol=1e-12)

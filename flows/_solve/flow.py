@@ -172,10 +172,10 @@ def energy_offset(loss0):
     E starts at 0, so in the first steps only atol scaled its error, and E — judged
     against its own tiny size — set the steps where θ did not: on the multi-stage net
     (m = 5000, t = 20, rtol 1e-4) ETDRK4 took 36 steps and 215 evaluations where θ alone
-    takes 30 and 175 (the extra ones in the fast first stage); with the offset 32 and 187. With it E's
-    error is judged against rtol·(|L(0)| + E), the scale of the certificate that reads it
-    (100·rtol·max L, `flows._solve.stats.certificate`). A non-finite L(0) gets no offset
-    (the solve fails on it anyway)."""
+    takes 30 and 175 (the extra ones in the fast first stage); with the offset 32 and 187.
+    With it E's error is judged against rtol·(|L(0)| + E), the scale of the certificate
+    that reads it (100·rtol·max L, `flows._solve.stats.certificate`). A non-finite L(0)
+    gets no offset (the solve fails on it anyway)."""
     return jnp.where(jnp.isfinite(loss0), jnp.abs(loss0), 0.0)
 
 

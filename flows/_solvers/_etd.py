@@ -42,11 +42,13 @@ through the saddle. Measured err/rtol (relative to max |θ|; the toolkit's PI co
 see below): rotated Bernoulli flows with an outlier at 1e3 … 1e5 or none, rtol 1e-4 …
 1e-8, 0.017 under diffrax's I-controller (flat: over-delivered, the bare estimate is ≈ 14 ×
 the error on a contracting flow); the small multi-stage net (m = 30, t = 20) through
-`simulate`, rtol 1e-4 … 1e-8, 0.028–0.17 for θ and 0.018–0.22 for the energy (2026-12-07;
-earlier, stepping to its saves, 0.033–0.21 and 0.034–0.16, and 0.12–0.55 and 0.20–0.61
-under the I-controller, for 24–28 % fewer evaluations at each rtol: the same work for the
-same error); the multi-stage net m = 1000, rtol 1e-3 … 1e-6, 0.11–1.7 (I:
-0.5–2.0); m = 5000, 1.5–11 (I: 2.7–18; **under-delivered**, more at tighter rtol: the
+`simulate`, rtol 1e-4 … 1e-8, 0.033–0.21 for θ and 0.016–0.26 for the energy (2026-12-07,
+the predictive PI controller; diffrax's PI controller 0.028–0.17 and 0.018–0.22; earlier,
+stepping to its saves, 0.033–0.21 and 0.034–0.16, and 0.12–0.55 and 0.20–0.61 under the
+I-controller, for 24–28 % fewer evaluations at each rtol: the same work for the same
+error); the multi-stage net, θ alone, rtol 1e-3 … 3e-5: m = 1000 0.10–0.39 (diffrax's PI:
+0.12–0.61), m = 5000 0.95–3.1 (1.45–4.6; ETDRK4 alone at rtol 1e-3 … 1e-6 under it
+1.5–11, under the I-controller 2.7–18: **under-delivered**, more at tighter rtol: the
 saddle's growth, eigenvalues up to +0.24 for t ≈ 18, outruns a per-step error test). No
 constant serves both ends; tolerance transformations (as `EXPRB43`'s) need the
 controller's rtol, which diffrax hands only to implicit solvers (then fixed steps would
@@ -68,11 +70,16 @@ decayed within the step is invisible to the end-value estimate. With both, E is 
 Hessian-vector product by `jax.jvp` costs 1.6–2.1 gradients of wall on the multi-stage
 net); `products='jvp'` takes `jax.jvp` of the field. A rejected step repeats them.
 
-**Step-size control.** The toolkit drives it with a PI controller (pcoeff = icoeff =
-0.3, `ETDRK4.controller_coefficients`): its error estimate jumps where the outlier's
-eigenvector turns and through the saddle, and under diffrax's I-controller 19–29 % of
-its attempts on the multi-stage net (m = 5000) were rejected, 0–13 % under the PI one, at
-a lower cost for the same error (`benchmarks/results/krylov.md`).
+**Step-size control.** The toolkit drives it with a PI controller (pcoeff = 0.4, icoeff
+= 0.3, `ETDRK4.controller_coefficients`) that may shrink the step after an accepted one
+(`flows._solvers.control.PredictivePIDController`): its error estimate jumps where the
+outlier's eigenvector turns and through the saddle, and under diffrax's I-controller
+19–29 % of its attempts on the multi-stage net (m = 5000) were rejected, 0–13 % under a
+PI one. diffrax's PI controller never shrinks an accepted step, so in the plateau, where
+the error grows from step to step at one h, the step was held until it failed (m = 5000,
+rtol 1e-4: 3 of 35 attempts rejected, 5 evaluations each); the predictive one shrinks it
+ahead of the saddle (rtol 2e-4: 30 steps, none rejected) and reaches GD's error there in
+171 evaluations through `simulate` instead of 193 (`benchmarks/results/krylov.md`).
 
 **Non-stiff steps (`nonstiff='tsit5'`, the default).** A step is Tsit5's (6
 evaluations, FSAL, its embedded estimate; quadrature components get `_quadrature_error`'s
@@ -167,7 +174,7 @@ _INIT_POWER_STEPS = 4
 # J-weighted difference is small), and the errors made there grow through the saddle
 # (eigenvalues up to +0.24 for t ≈ 18): with the estimate as it is, m = 1000 ended at
 # 1.9–8.6 × rtol (relative, rtol 1e-3 … 1e-6) and m = 5000 at 7–39 ×. With 4: m = 1000
-# 0.5–2.0 ×, m = 5000 2.7–18 × (under diffrax's I-controller; under the toolkit's PI
+# 0.5–2.0 ×, m = 5000 2.7–18 × (under diffrax's I-controller; under its PI (0.3, 0.3)
 # controller 0.11–1.7 and 1.5–11: under-delivered, see the module doc). On contracting flows
 # (rotated Bernoulli) the estimate is ≈ 14 × the error, so they over-deliver (≈ 0.02 ×).
 # The work-precision curve hardly moves (the factor relabels rtol).
@@ -427,9 +434,9 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
     Use it in `diffrax.diffeqsolve` with a `PIDController` (its tolerances are the
     controller's, as for `diffrax.Tsit5`), or by name: `flows.simulate(...,
     solver='etdrk4')`, `--solver etdrk4`. Its counts: `flows.etd_eval_counts`. The
-    toolkit's solves drive it with a PI controller (`controller_coefficients`, taken by
-    `flows.pid_controller(..., solver=...)`); pass `PIDController(pcoeff=0.3, icoeff=0.3)`
-    for the same steps in a bare `diffeqsolve`.
+    toolkit's solves drive it with a PI controller (`controller_coefficients`) that may
+    shrink the step after an accepted one; pass `flows.pid_controller(rtol, atol,
+    solver=ETDRK4())` for the same steps in a bare `diffeqsolve`.
 
     Order 4, `error_order` 4 (an O(h⁴) estimate, the fourth-order solution propagated).
     """
@@ -438,14 +445,18 @@ class ETDRK4(diffrax.AbstractAdaptiveSolver):
     interpolation_cls: ClassVar[Callable[..., diffrax.AbstractLocalInterpolation]] = (
         _ETDInterpolation
     )
-    #: (pcoeff, icoeff) of the toolkit's controller for this solver: a PI controller, one
-    #: of diffrax's suggestions for error estimates that do not vary smoothly. Its
-    #: estimate jumps where the outlier's eigenvector turns and in the saddle; under the
+    #: (pcoeff, icoeff) of the toolkit's controller for this solver, a PI controller that
+    #: may shrink the step after an accepted one (`PredictivePIDController`). Its estimate
+    #: jumps where the outlier's eigenvector turns and in the saddle; under the
     #: I-controller (0, 1) it rejected 19–29 % of its attempts on the multi-stage net at
-    #: m = 5000, under this one 0–13 %, and reached GD's error there in 232 evaluations
-    #: instead of 278 (m = 1000: 117 instead of 148; `benchmarks/results/krylov.md`).
-    #: (0.4, 0.3) measured within 4 % of it; (0.4, 1) and (0.2, 0.4) worse.
-    controller_coefficients: ClassVar[tuple[float, float]] = (0.3, 0.3)
+    #: m = 5000, under diffrax's PI controller (0.3, 0.3) 0–13 %, and reached GD's error
+    #: there in 232 evaluations instead of 278 (ETDRK4 alone; `benchmarks/results/krylov.md`).
+    #: With the shrink, (θ, E) as `simulate` integrates them, evaluations at GD's error
+    #: from a log–log fit over rtol 3e-4 … 5e-5 (m = 5000): (0.3, 0.3) 182, (0.4, 0.3) 176,
+    #: (0.3, 0.4) 174, (0.5, 0.3) 176, (0.4, 0.4) 174, against 192 without it; at m = 1000
+    #: (rtol 3e-3 … 3e-5, at errors 1e-5 and 3e-6) 167–174 and 220–234 against 168 and
+    #: 231. (0.4, 0.3) was within 3 % of the best at every point read.
+    controller_coefficients: ClassVar[tuple[float, float]] = (0.4, 0.3)
     rank: int = eqx.field(static=True, default=1)
     subspace_mask: Callable[[Any], Any] | None = eqx.field(static=True, default=None)
     products: str = eqx.field(static=True, default="difference")

@@ -93,6 +93,49 @@ def error_norm_fn(error_norm: str) -> Callable[[Any], Any]:
     return {"rms": optx.rms_norm, "max": optx.max_norm}[check_error_norm(error_norm)]
 
 
+class PredictivePIDController(diffrax.PIDController):
+    """diffrax's PID controller, except that an accepted step may be followed by a smaller
+    one: the factor the controller computes is used on both sides of 1 (down to
+    `factormin`), as in Hairer–Nørsett–Wanner's codes and Söderlind's digital filters.
+
+    Why: diffrax clips the factor to ≥ 1 after an accepted step, so where the error grows
+    smoothly from step to step the step is held until it fails, and the failed step is
+    repeated — a whole step's evaluations lost. `ETDRK4` in the multi-stage net's plateau
+    (m = 5000, rtol 1e-4, its scaled error 0.17, 0.26, 0.43, 0.69 at one h, then 1.07:
+    rejected; three such rejections in 35 steps); with the factor applied both ways the
+    step shrinks ahead of the growth (no rejection). A rejected step, the first step and
+    every clip are diffrax's."""
+
+    def adapt_step_size(
+        self, t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+    ):
+        keep, next_t0, next_t1, made_jump, state, result = super().adapt_step_size(
+            t0, t1, y0, y1_candidate, args, y_error, error_order, controller_state
+        )
+
+        def scale(a, b, e):  # as diffrax's: the error over atol + rtol·max(|y0|, |y1|)
+            with jax.numpy_dtype_promotion("standard"):
+                return e / (self.atol + self.rtol * jnp.maximum(jnp.abs(a), jnp.abs(b)))
+
+        inv = 1.0 / jnp.asarray(self.norm(jax.tree_util.tree_map(scale, y0, y1_candidate, y_error)))
+        k = self._get_error_order(error_order)
+        factor = self.safety * inv ** ((self.icoeff + self.pcoeff + self.dcoeff) / k)
+        for prev, coeff in zip(
+            controller_state[:2],
+            (-(self.pcoeff + 2 * self.dcoeff) / k, self.dcoeff / k),
+            strict=True,
+        ):
+            if not (isinstance(coeff, (int, float)) and coeff == 0):
+                factor = factor * prev**coeff
+        # an error of 0 gives inv = ∞ and factor ∞: no shrink; a NaN error is not kept
+        shrink = keep & (factor < 1)
+        dt = (t1 - t0) * jnp.maximum(factor, self.factormin).astype(jnp.result_type(t1 - t0))
+        if self.dtmin is not None:
+            dt = jnp.maximum(dt, self.dtmin)
+        next_t1 = jnp.where(shrink, next_t0 + dt, next_t1)
+        return keep, next_t0, next_t1, made_jump, state, result
+
+
 def pid_controller(
     rtol: float, atol: float, error_norm: str = "rms", step_ts=None, solver=None
 ) -> diffrax.AbstractAdaptiveStepSizeController:
@@ -103,13 +146,15 @@ def pid_controller(
     output cannot be trusted between steps (`steps_to_saves`); without them the controller
     is the same object as before the option existed (same steps, bit for bit). `solver`
     (None: none): the solver it will drive; one that names its own
-    `controller_coefficients` (pcoeff, icoeff) — `ETDRK4`: a PI controller — gets them,
+    `controller_coefficients` (pcoeff, icoeff) — `ETDRK4` — gets a PI controller with
+    them that may also shrink the step after an accepted one (`PredictivePIDController`),
     every other solver diffrax's I-controller (the same object as without `solver`)."""
     coeffs = getattr(solver, "controller_coefficients", None)
     kw = {} if coeffs is None else dict(pcoeff=coeffs[0], icoeff=coeffs[1])
     if check_error_norm(error_norm) != "rms":
         kw["norm"] = error_norm_fn(error_norm)
-    pid = diffrax.PIDController(rtol=rtol, atol=atol, **kw)
+    cls = diffrax.PIDController if coeffs is None else PredictivePIDController
+    pid = cls(rtol=rtol, atol=atol, **kw)
     if step_ts is None:
         return pid
     return diffrax.ClipStepSizeController(pid, step_ts=step_ts)
