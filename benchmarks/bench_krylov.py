@@ -7,13 +7,14 @@ One process, one vector field for every row: the flat autodiff field y ↦ −�
 `TwoLayer(m, d=1, α=1)`, tanh, target f₁ on the paper data (1000 points), key 0, to
 t = 20 (the `multistage` case of `bench_work_precision.py`). Every solver runs in
 `diffrax.diffeqsolve` with the toolkit's controller, `flows.pid_controller(rtol, atol =
-1e-3 rtol, solver=…)` (RMS norm; diffrax's I-controller, for ETDRK4 its PI controller;
-the row `etdrk4-i` is ETDRK4 under the I-controller, `etdrk4-jvp` ETDRK4 with its products
-J v by `jax.jvp` instead of field differences, `etdrk4-none` ETDRK4 without its Tsit5 steps
-where no direction is stiff), t1 saved only; RKC2 and ROCK4 as
-`flows.simulate` builds them (Tsit5 non-stiff steps, the
-controller's tolerances). GD is θ ← θ − η∇L in one jitted loop. Reference: Dopri8 at
-rtol 1e-11, atol 1e-13. Error: max |θ(20) − θ_ref(20)|.
+1e-3 rtol, solver=…)` (RMS norm; diffrax's I-controller, for ETDRK4 its PI controller
+that may shrink the step after an accepted one, `PredictivePIDController`; the row
+`etdrk4-i` is ETDRK4 under the I-controller, `etdrk4-hold` under diffrax's PI controller
+with pcoeff = icoeff = 0.3, the toolkit's before, `etdrk4-jvp` ETDRK4 with its products J v
+by `jax.jvp` instead of field differences, `etdrk4-none` ETDRK4 without its Tsit5 steps
+where no direction is stiff), t1 saved only; RKC2 and ROCK4 as `flows.simulate` builds
+them (Tsit5 non-stiff steps, the controller's tolerances). GD is θ ← θ − η∇L in one
+jitted loop. Reference: Dopri8 at rtol 1e-11, atol 1e-13. Error: max |θ(20) − θ_ref(20)|.
 
 Counts come from a separate, identical solve whose field counts its calls on the host:
 gradients (field evaluations: ETDRK4's default power steps among them) and Hessian-vector
@@ -62,6 +63,7 @@ GRIDS = {
     "etdrk4-jvp": (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5),
     "etdrk4-none": (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5),
     "etdrk4-i": (1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5),
+    "etdrk4-hold": (3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5),
     "exprb43": (1e-4, 3e-5, 1e-5),
     "exprb32": (3e-5, 1e-5),
     "rkc2": (1e-4, 3e-5, 1e-5),
@@ -107,7 +109,7 @@ class Counter:
 
 
 def make_solver(name: str, rtol, atol):
-    if name in ("etdrk4", "etdrk4-i"):
+    if name in ("etdrk4", "etdrk4-i", "etdrk4-hold"):
         return ETDRK4()
     if name == "etdrk4-jvp":
         return ETDRK4(products="jvp")
@@ -133,9 +135,14 @@ def solve_fn(name: str, field):
     def solve(y0, rtol):
         atol = ATOL_FACTOR * rtol if name != "dopri8" else 1e-13
         solver = make_solver(name, rtol, atol)
-        # the toolkit's controller for the solver (ETDRK4: PI); 'etdrk4-i': diffrax's
-        # I-controller, the comparison
-        ctrl = flows.pid_controller(rtol, atol, solver=None if name == "etdrk4-i" else solver)
+        # the toolkit's controller for the solver (ETDRK4: PI, `PredictivePIDController`);
+        # 'etdrk4-i': diffrax's I-controller, 'etdrk4-hold': diffrax's PI controller with
+        # the toolkit's earlier coefficients (0.3, 0.3), which holds the step after an
+        # accepted one where this one may shrink it — the comparisons
+        if name == "etdrk4-hold":
+            ctrl = diffrax.PIDController(rtol=rtol, atol=atol, pcoeff=0.3, icoeff=0.3)
+        else:
+            ctrl = flows.pid_controller(rtol, atol, solver=None if name == "etdrk4-i" else solver)
         sol = diffrax.diffeqsolve(
             term,
             solver,
