@@ -423,7 +423,9 @@ def test_toolkit_controller_is_pi_for_etdrk4_only():
     assert isinstance(ctl.controller, PredictivePIDController)
     assert (ctl.controller.pcoeff, ctl.controller.icoeff) == (0.4, 0.3)
     assert ctl.controller.norm is not plain.norm
-    assert describe_solver(ETDRK4())["settings"]["controller_coefficients"] == [0.4, 0.3]
+    settings = describe_solver(ETDRK4())["settings"]
+    assert settings["controller_coefficients"] == [0.4, 0.3]
+    assert settings["controller"] == type(pid_controller(1e-5, 1e-8, solver=ETDRK4())).__name__
     assert "controller_coefficients" not in describe_solver(diffrax.Tsit5())["settings"]
 
 

@@ -112,12 +112,14 @@ def describe_solver(solver) -> dict:
     """`{"class": name, "settings": {field: value}}` of a diffrax solver (or any
     dataclass-like module): what a trajectory's config records about the solver used —
     with the (pcoeff, icoeff) of the step-size controller for a solver that names its own
-    (`controller_coefficients`: `ETDRK4`)."""
+    (`controller_coefficients`: `ETDRK4`) and that controller's class
+    (`PredictivePIDController`, `control.pid_controller`)."""
     fields = dataclasses.fields(solver) if dataclasses.is_dataclass(solver) else ()
     settings = {f.name: _setting(getattr(solver, f.name, None)) for f in fields}
     coeffs = getattr(solver, "controller_coefficients", None)
     if coeffs is not None:
         settings["controller_coefficients"] = list(coeffs)
+        settings["controller"] = "PredictivePIDController"
     return {"class": type(solver).__name__, "settings": settings}
 
 
