@@ -77,7 +77,7 @@ class Case:
 def _standard_settings(quick: bool) -> dict:
     """What the multi-stage and bias-plateau cases share: the physical clock (standard
     field and variants), GD at η = 1e-2, 1e-3 (and 1e-4 at full size), the standard
-    tolerance grids and scipy's RK45, DOP853 and LSODA."""
+    tolerance grids and scipy's RK45, DOP853, LSODA and BDF."""
     return dict(
         clocks=("physical",),
         variant_clocks=("physical",),
@@ -85,7 +85,7 @@ def _standard_settings(quick: bool) -> dict:
         grid=QUICK_GRID if quick else FULL_GRID,
         variant_grid=QUICK_VARIANT_GRID if quick else FULL_VARIANT_GRID,
         peer_rtols=PEER_GRID["quick" if quick else "full"],
-        scipy_methods=("RK45", "DOP853", "LSODA"),
+        scipy_methods=("RK45", "DOP853", "LSODA", "BDF"),
     )
 
 

@@ -149,6 +149,11 @@ def jax_flat_field(problem):
     return np.asarray(flat0), lambda y: vf_p(y, problem)
 
 
+#: scipy's methods with Newton iterations on a dense Jacobian (given by `jax.jacfwd`):
+#: LSODA (when it switches to BDF) and BDF.
+STIFF_SCIPY = ("LSODA", "BDF")
+
+
 def run_scipy(problem, t1, method, rtol, jac) -> dict:
     y0, vf = jax_flat_field(problem)
     count = [0]
@@ -357,13 +362,13 @@ def build_methods(case: Case, problems: dict, variant_skips: dict) -> list[Metho
     for method in case.scipy_methods:
         jac = False
         skip = None
-        if method == "LSODA":
+        if method in STIFF_SCIPY:
             if base.n_params <= flows.MAX_IMPLICIT_PARAMS:
                 jac = True
             else:
                 n = base.n_params
                 skip = (
-                    f"LSODA's stiff mode needs a dense {n}×{n} Jacobian "
+                    f"{method}'s stiff mode needs a dense {n}×{n} Jacobian "
                     f"({8 * n * n / 1e6:.0f} MB, an O(n³) LU per factorization), by "
                     f"jax.jacfwd or by {n} finite-difference evaluations each time; skipped "
                     f"above {flows.MAX_IMPLICIT_PARAMS} parameters, the toolkit's own "
@@ -383,7 +388,7 @@ def build_methods(case: Case, problems: dict, variant_skips: dict) -> list[Metho
                     "atol": ATOL_FACTOR * rtol,
                     "variant": variant,
                 }
-                if method == "LSODA":
+                if method in STIFF_SCIPY:
                     settings["jac"] = "jax.jacfwd (dense, jitted)"
                 methods.append(
                     Method(
