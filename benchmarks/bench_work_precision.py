@@ -19,7 +19,7 @@ such as 'rkc' is picked up) at several tolerances — on the linear teacher with
 physical, log and loss clocks — plus, when `flows.make_problem` accepts them, the same
 solvers with `vector_field="fused"` and with `dtype="float32"`; gradient descent at
 η = 1e-2, 1e-3, 1e-4 (the papers' method; η = 1e-3 is the baseline of the ratios);
-`scipy.integrate.solve_ivp` (RK45, DOP853; LSODA and BDF with a jax.jacfwd Jacobian up to
+`scipy.integrate.solve_ivp` (RK45, DOP853; LSODA and BDF with a dense Jacobian up to
 `flows.MAX_IMPLICIT_PARAMS` parameters) driving the same jitted vector field;
 torchdiffeq's dopri5 on a PyTorch port of the same objective (`work_precision/torch_port.py`;
 skipped with a message when torch or torchdiffeq is not installed). Error: max |θ(t) − θ_ref(t)|

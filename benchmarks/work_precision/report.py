@@ -473,7 +473,7 @@ def markdown(case: Case, ref: dict, rows: list[dict], head: dict, info: dict) ->
         "- Evaluations: toolkit explicit solvers from the step count (`EVALS_PER_STEP`), "
         "others by a host-callback counter (it costs wall time: loss clock, implicit and "
         "solvers without a fixed stage count); GD: one per step; scipy: `sol.nfev` (LSODA and BDF "
-        "also evaluate the Jacobian `njev` times by jax.jacfwd, listed in the notes "
+        "also evaluate the dense Jacobian `njev` times, by jax.jvp in chunks, listed in the notes "
         "column); torchdiffeq: a counter in the function.",
         *[f"- {n}" for n in case.notes],
         "",
