@@ -19,7 +19,7 @@ from ._implicit import (
     is_matrix_free,
 )
 from ._stabilized import AbstractStabilizedSolver
-from .control import check_error_norm
+from .control import PredictivePIDController, check_error_norm
 from .registry import EVALS_PER_STEP, RECORD_BY_NAME, SOLVERS
 
 #: An implicit solver materializes the (n_params × n_params) Jacobian; refuse beyond this.
@@ -119,7 +119,7 @@ def describe_solver(solver) -> dict:
     coeffs = getattr(solver, "controller_coefficients", None)
     if coeffs is not None:
         settings["controller_coefficients"] = list(coeffs)
-        settings["controller"] = "PredictivePIDController"
+        settings["controller"] = PredictivePIDController.__name__
     return {"class": type(solver).__name__, "settings": settings}
 
 
