@@ -260,3 +260,26 @@ def test_nonstiff_flag_combinations_are_refused_not_ignored(wp, capsys, argv, me
         wp.main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_chunked_jacobian_equals_jacfwd(wp):
+    """The benchmark's dense Jacobian for scipy's LSODA/BDF (`chunked_jacobian`, tangents in
+    chunks) against `jax.jacfwd` of the same field, at a size that is not a multiple of
+    the chunk (the padded columns must be cut)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    methods = importlib.import_module("work_precision.methods")
+    rng = np.random.default_rng(0)
+    a = jnp.asarray(rng.normal(size=(37, 37)))
+
+    def field(y):
+        return jnp.tanh(a @ y) * y
+
+    y = jnp.asarray(rng.normal(size=37))
+    got = methods.chunked_jacobian(field, y, chunk=8)
+    assert got.shape == (37, 37)
+    np.testing.assert_allclose(
+        np.asarray(got), np.asarray(jax.jacfwd(field)(y)), rtol=0, atol=1e-14
+    )
