@@ -82,6 +82,7 @@ from ._solvers import AbstractStabilizedSolver as AbstractStabilizedSolver  # no
 from ._solvers import auto_solver as auto_solver  # noqa: E402
 from ._solvers import initial_step as initial_step  # noqa: E402
 from ._solvers import make_solver as make_solver  # noqa: E402
+from ._solvers import outlier_spectrum as outlier_spectrum  # noqa: E402
 from ._solvers import pid_controller as pid_controller  # noqa: E402
 from ._solvers import spectral_radius as spectral_radius  # noqa: E402
 from ._solvers import steps_to_saves as steps_to_saves  # noqa: E402
@@ -169,6 +170,7 @@ __all__ = [
     "initial_step",
     "make_solver",
     "pid_controller",
+    "outlier_spectrum",
     "spectral_radius",
     "steps_to_saves",
     "rkc_eval_counts",

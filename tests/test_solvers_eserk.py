@@ -120,7 +120,7 @@ def test_simulate_eserk4_and_auto():
     auto = flows.simulate(prob, solver="auto", rtol=1e-5, atol=1e-8, **kw)
     rec = auto.config["solver_auto"]
     assert rec["rho_span"] == pytest.approx(auto.stats["auto_rho_span"])
-    expected = flows.auto_solver(1e-5, rec["rho_span"])
+    expected = flows.auto_solver(1e-5, rec["rho_span"], rec.get("bulk_span"))
     assert auto.config["solver"] == rec["chosen"] == expected
     assert rec["rho"] * 20.0 == pytest.approx(rec["rho_span"])
 

@@ -16,11 +16,14 @@ import numpy as np
 from .._errors import ConfigError
 from .._solvers import (
     AUTO_FOURTH_ORDER_MAX_RTOL,
+    AUTO_PILOT_STEP,
+    AUTO_PILOT_STEPS,
     AUTO_STIFF_RHO_SPAN,
     IMPLICIT_SOLVERS,
     SolverChoice,
     cached,
     check_error_norm,
+    outlier_spectrum,
     resolve_solver,
     spectral_radius,
     steps_to_saves,
@@ -47,10 +50,17 @@ __all__ = ["KINKS_WARNING", "RunSettings", "check_dense_jacobian", "measure_stif
 def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> dict:
     """What `simulate(solver='auto')` chooses from: ρ, the spectral radius of ∇²L(θ(0))
     (20 Hessian-vector products, power iteration; an estimate from below), ρ·(t1 − t0)
-    in physical time, and the rule (`flows.auto_solver`)."""
+    in physical time, and the rule (`flows.auto_solver`). Where that says stiff, the
+    Hessian again after a pilot of `AUTO_PILOT_STEPS` gradient-descent steps of
+    η = `AUTO_PILOT_STEP`/ρ: the Hessian's two largest eigenvalues λ₁, λ₂ there
+    (`flows.outlier_spectrum`, 20 products: `outlier_rate`, `bulk_rate`) and λ₂·(t1 − t0)
+    (`bulk_span`), whether the stiffness is one outlier. The pilot only samples the
+    Hessian; the run starts at θ(0)."""
+    key = ("stiffness", jax.tree_util.tree_structure(problem)) + tuple(
+        (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
+    )
     fn, _ = cached(
-        ("stiffness", jax.tree_util.tree_structure(problem))
-        + tuple((v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)),
+        key,
         lambda: jax.jit(
             lambda prob: spectral_radius(
                 lambda th: jax.tree_util.tree_map(jnp.negative, prob.grad(th)), prob.theta0, 20
@@ -58,15 +68,39 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
         ),
     )
     rho = float(fn(problem))
-    return {
-        "rho": rho,
-        "rho_span": rho * (t1 - t0),
-        "rtol": rtol,
-        "rule": (
-            f"tsit5 if rho*(t1-t0) < {AUTO_STIFF_RHO_SPAN:g}, else rkc at rtol >= "
-            f"{AUTO_FOURTH_ORDER_MAX_RTOL:g}, else rock4"
-        ),
-    }
+    span = t1 - t0
+    out: dict[str, float | str] = {"rho": rho, "rho_span": rho * span, "rtol": rtol}
+    if rho * span >= AUTO_STIFF_RHO_SPAN:
+        pilot, _ = cached(key + ("pilot",), lambda: jax.jit(_pilot_spectrum))
+        eta = AUTO_PILOT_STEP / rho
+        lam1, lam2 = (float(v) for v in pilot(problem, jnp.asarray(eta, problem.dtype)))
+        out |= {
+            "pilot_time": AUTO_PILOT_STEPS * eta,
+            "outlier_rate": lam1,
+            "bulk_rate": lam2,
+            "bulk_span": lam2 * span,
+        }
+    out["rule"] = (
+        f"tsit5 if rho*(t1-t0) < {AUTO_STIFF_RHO_SPAN:g}; else at rtol >= "
+        f"{AUTO_FOURTH_ORDER_MAX_RTOL:g} etdrk4 if bulk_rate*(t1-t0) < "
+        f"{AUTO_STIFF_RHO_SPAN:g} (one outlier, after {AUTO_PILOT_STEPS} gradient steps of "
+        f"{AUTO_PILOT_STEP:g}/rho) else rkc; below it rock4"
+    )
+    return out
+
+
+def _pilot_spectrum(prob: Problem, eta):
+    """(λ₁, λ₂), the Hessian's two largest eigenvalues (`outlier_spectrum`), after
+    `AUTO_PILOT_STEPS` gradient-descent steps of size `eta` from θ(0) (NaN where they
+    diverged)."""
+
+    def step(_, th):
+        return jax.tree_util.tree_map(lambda a, g: a - eta.astype(a.dtype) * g, th, prob.grad(th))
+
+    theta = jax.lax.fori_loop(0, AUTO_PILOT_STEPS, step, prob.theta0)
+    return outlier_spectrum(
+        lambda th: jax.tree_util.tree_map(jnp.negative, prob.grad(th)), theta, 20
+    )
 
 
 def check_dense_jacobian(problem: Problem, choice: SolverChoice) -> None:
@@ -171,6 +205,7 @@ class RunSettings:
             problem.dtype,
             rho_span=None if auto is None else auto["rho_span"],
             error_norm=error_norm,
+            bulk_span=None if auto is None else auto.get("bulk_span"),
         )
         check_dense_jacobian(problem, choice)
         if count_evals not in (True, False, "auto"):

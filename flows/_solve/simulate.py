@@ -99,10 +99,13 @@ def simulate(
     - `problem`: the objective and θ(0) (`flows.make_problem`).
     - `t1`, `t0`: time span (physical time of the flow).
     - `solver`: a name in `SOLVERS` ('tsit5' default, 'dopri5', 'dopri8', 'kvaerno5',
-      'rkc', 'eserk4', 'rock4'), 'auto' (measures ρ·(t1 − t0), ρ the Hessian's spectral radius at
-      θ(0) by power iteration: 'tsit5' below 250, else 'rkc' at rtol ≥ 1e-6 and 'rock4'
-      below; `flows.auto_solver`; the numbers and the choice are recorded in
-      `config["solver_auto"]` and `stats.extra` `auto_rho`, `auto_rho_span`),
+      'rkc', 'eserk4', 'rock4', 'kvaerno5-cg', 'etdrk4'), 'auto' (measures ρ·(t1 − t0), ρ the
+      Hessian's spectral radius at θ(0) by power iteration: 'tsit5' below 250; else, at
+      rtol ≥ 1e-6, 'etdrk4' where the stiffness is one outlier — the Hessian's second
+      eigenvalue λ₂ after a 20-step gradient-descent pilot has λ₂·(t1 − t0) < 250 — and
+      'rkc' where it is not; 'rock4' below rtol 1e-6; `flows.auto_solver`; the numbers and
+      the choice are recorded in `config["solver_auto"]` and `stats.extra` `auto_rho`,
+      `auto_rho_span`),
       or a diffrax solver object (any adaptive `diffrax.AbstractSolver`, e.g.
       `diffrax.Dopri5()`, `flows.RKC2(rho_every=10)`). An object equal to a named solver is
       recorded under its name; the config records every solver's class and settings.

@@ -26,6 +26,8 @@ from .cache import (
 )
 from .choose import (
     AUTO_FOURTH_ORDER_MAX_RTOL,
+    AUTO_PILOT_STEP,
+    AUTO_PILOT_STEPS,
     AUTO_RKC_MIN_RTOL,
     AUTO_STIFF_RHO_SPAN,
     FLOAT32_IMPLICIT_MIN_RTOL,
@@ -35,6 +37,7 @@ from .choose import (
     auto_solver,
     describe_solver,
     make_solver,
+    outlier_spectrum,
     resolve_solver,
     resolve_solver_name,
     solver_key,
@@ -76,6 +79,8 @@ __all__ = [
     "EvalCounter",
     "cached",
     "AUTO_FOURTH_ORDER_MAX_RTOL",
+    "AUTO_PILOT_STEP",
+    "AUTO_PILOT_STEPS",
     "AUTO_RKC_MIN_RTOL",
     "AUTO_STIFF_RHO_SPAN",
     "FLOAT32_IMPLICIT_MIN_RTOL",
@@ -88,6 +93,7 @@ __all__ = [
     "resolve_solver",
     "resolve_solver_name",
     "solver_key",
+    "outlier_spectrum",
     "spectral_radius",
     "FIRST_STEP_MAX",
     "FIRST_STEP_STABILITY",

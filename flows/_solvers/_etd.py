@@ -112,6 +112,9 @@ stiff bulk (a discretised diffusion, a Hessian with many large eigenvalues) is l
 N: the step is then limited like RK4's, h ρ(J − L) ≲ 2.8, and the method is slower than
 `ROCK4`/`RKC2` — it stays error-controlled (unstable steps fail their error test), it
 does not become wrong.
+`simulate(solver='auto')` picks it where the Hessian's second eigenvalue, after a short
+gradient-descent pilot, is non-stiff over the span (`flows.auto_solver`,
+`flows.outlier_spectrum`).
 
 **Saves between steps** (`_ETDInterpolation`): on the subspace the step's own continuous
 extension (exact on the stiff direction), off it the cubic Hermite of the step's ends, and

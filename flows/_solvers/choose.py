@@ -32,27 +32,44 @@ FLOAT32_IMPLICIT_MIN_RTOL = 1e-4
 #: `solver='auto'` measures ρ·(t1 − t0) — ρ the spectral radius of the Hessian at θ(0)
 #: (power iteration on Hessian-vector products, `spectral_radius`) — and picks:
 #: Tsit5 when ρ·(t1 − t0) < `AUTO_STIFF_RHO_SPAN` (the step is not stability-limited for
-#: long: Tsit5's stability bound alone costs < 6·ρT/3.3 ≈ 450 evaluations); else a
-#: stabilized solver, RKC2 at rtol ≥ `AUTO_FOURTH_ORDER_MAX_RTOL` and a fourth-order one below:
-#: ROCK4 (on every stiff problem of benchmarks/results/work_precision_stiff.md ROCK4 needs
-#: 2.5–4× fewer evaluations than ESERK4 at rtol ≤ 1e-6 and never exceeds rtol by more
-#: than 1.3×).
+#: long: Tsit5's stability bound alone costs < 6·ρT/3.3 ≈ 450 evaluations); else, where
+#: the stiffness is one outlier (`AUTO_PILOT_STEPS` below) and rtol ≥
+#: `AUTO_FOURTH_ORDER_MAX_RTOL`, ETDRK4; else a stabilized solver, RKC2 at rtol ≥
+#: `AUTO_FOURTH_ORDER_MAX_RTOL` and a fourth-order one below: ROCK4 (on every stiff problem
+#: of benchmarks/results/work_precision_stiff.md ROCK4 needs 2.5–4× fewer evaluations than
+#: ESERK4 at rtol ≤ 1e-6 and never exceeds rtol by more than 1.3×).
 AUTO_STIFF_RHO_SPAN = 250.0
 AUTO_FOURTH_ORDER_MAX_RTOL = 1e-6
+#: One outlier or a stiff bulk? A stiff run's Hessian is sampled again after a pilot of
+#: `AUTO_PILOT_STEPS` gradient-descent steps of η = `AUTO_PILOT_STEP`/ρ(θ(0)) — the stiffest
+#: mode of θ(0) relaxed by 2⁻²⁰, physical time 10/ρ(θ(0)) — because a bulk may be a
+#: transient: on the multi-stage net (m = 200) every one of the 400 eigenvalues is ±13 … ±19
+#: for t ≤ 0.1 and, from t ≈ 0.3 on, one is 26–27 and the next ≤ 0.31. There
+#: `outlier_spectrum` gives the Hessian's two largest eigenvalues λ₁ ≥ λ₂ (Lanczos);
+#: λ₂·(t1 − t0) < `AUTO_STIFF_RHO_SPAN` is one outlier, which ETDRK4 integrates exactly
+#: (measured in `benchmarks/results/auto.md`). Below rtol 1e-6 the choice stays ROCK4.
+AUTO_PILOT_STEPS = 20
+AUTO_PILOT_STEP = 0.5
 #: Without a measurement (`resolve_solver_name` for sweeps, `auto_solver(rtol)`): RKC2 at
 #: rtol ≥ this, else Tsit5 (the rule of thumb before the measurement existed).
 AUTO_RKC_MIN_RTOL = 1e-5
 
 
-def auto_solver(rtol: float, rho_span: float | None = None) -> str:
+def auto_solver(rtol: float, rho_span: float | None = None, bulk_span: float | None = None) -> str:
     """The solver `simulate(solver='auto')` uses at this rtol, given the measured
     ρ·(t1 − t0) (`rho_span`; None: the rule of thumb without a measurement, 'rkc' at
-    rtol ≥ 1e-5 else 'tsit5')."""
+    rtol ≥ 1e-5 else 'tsit5') and λ₂·(t1 − t0) (`bulk_span`: λ₂ the Hessian's second
+    largest eigenvalue after the pilot, `outlier_spectrum`; None: not measured, never
+    'etdrk4')."""
     if rho_span is None:
         return "rkc" if rtol >= AUTO_RKC_MIN_RTOL else "tsit5"
     if not rho_span >= AUTO_STIFF_RHO_SPAN:  # also for NaN: the safe general choice
         return "tsit5"
-    return "rkc" if rtol >= AUTO_FOURTH_ORDER_MAX_RTOL else "rock4"
+    if rtol >= AUTO_FOURTH_ORDER_MAX_RTOL:
+        # NaN (a pilot that diverged) is not below: a stabilized solver
+        one_outlier = bulk_span is not None and bulk_span < AUTO_STIFF_RHO_SPAN
+        return "etdrk4" if one_outlier else "rkc"
+    return "rock4"
 
 
 def spectral_radius(fn, y, n_iters: int = 20):
@@ -75,6 +92,53 @@ def spectral_radius(fn, y, n_iters: int = 20):
         0, n_iters, body, (start_vector(y), jnp.zeros((), jnp.result_type(float)))
     )
     return nrm
+
+
+def outlier_spectrum(fn, y, n_products: int = 20):
+    """(λ₁, λ₂): the two largest decay rates −μ of the Jacobian J of `fn` at `y` (a pytree),
+    μ its two most negative eigenvalues (each clipped at 0: a direction of growth is no
+    decay) — for a gradient flow fn = −∇L the Hessian's two largest eigenvalues. Lanczos
+    with full reorthogonalization (J symmetric; no spurious copies of a converged value),
+    `n_products` products J v (at most the dimension) from `start_vector`: Ritz values
+    approach the extreme eigenvalues from inside. λ₂ ≪ λ₁ says the stiffness is one outlier
+    (what `ETDRK4` integrates cheaply), λ₂ ≈ λ₁ a cluster. jnp, traceable."""
+    from jax.flatten_util import ravel_pytree
+
+    from .._trees import start_vector
+
+    flat0, unravel = ravel_pytree(y)
+    v0, _ = ravel_pytree(start_vector(y))
+    k = min(int(n_products), int(flat0.size))
+    dt = flat0.dtype
+    tiny = 100 * jnp.finfo(dt).eps
+
+    def matvec(v):
+        return ravel_pytree(jax.jvp(fn, (y,), (unravel(v),))[1])[0].astype(dt)
+
+    def body(j, carry):
+        basis, alpha, beta, v, ok = carry
+        basis = basis.at[j].set(v)
+        w = matvec(v)
+        size = jnp.linalg.norm(w)
+        a = jnp.vdot(v, w)
+        for _ in range(2):  # twice is enough (Kahan–Parlett)
+            w = w - basis.T @ (basis @ w)
+        b = jnp.linalg.norm(w)
+        # an invariant subspace reached: the rest of the tridiagonal stays 0 (its Ritz
+        # values 0 are no decay, so they never raise λ₂)
+        go = ok & (b > tiny * size)
+        alpha = alpha.at[j].set(jnp.where(ok, a, 0))
+        beta = beta.at[j].set(jnp.where(go, b, 0))
+        v = jnp.where(go, w / jnp.where(go, b, 1), 0)
+        return basis, alpha, beta, v, go
+
+    init = (jnp.zeros((k, flat0.size), dt), jnp.zeros(k, dt), jnp.zeros(k, dt), v0, jnp.array(True))
+    _, alpha, beta, _, _ = jax.lax.fori_loop(0, k, body, init)
+    off = beta[:-1]
+    ritz = jnp.linalg.eigvalsh(jnp.diag(alpha) + jnp.diag(off, 1) + jnp.diag(off, -1))
+    decay = jnp.maximum(-ritz, 0)  # ascending Ritz values: the most negative first
+    second = decay[1] if k > 1 else jnp.zeros((), dt)
+    return decay[0], second
 
 
 def make_solver(
@@ -204,6 +268,7 @@ def resolve_solver(
     dtype=None,
     rho_span=None,
     error_norm: str = "rms",
+    bulk_span=None,
 ) -> SolverChoice:
     """Resolve `solver` — 'auto', a name in `SOLVERS`, or a `diffrax.AbstractSolver` object
     (e.g. `flows.RKC2(...)`, `diffrax.Dopri5()`) — and check it against the problem.
@@ -214,14 +279,14 @@ def resolve_solver(
     (`FLOAT32_MIN_RTOL`, `FLOAT32_IMPLICIT_MIN_RTOL`), or an RKC2 whose Tsit5 steps use
     tolerances other than the controller's (checked when `atol` is given), an `error_norm`
     other than 'rms' or 'max', or an RKC2/ESERK4 object whose `error_norm` is not the
-    controller's. 'auto' uses the measured ρ·(t1 − t0) `rho_span` when given
-    (`auto_solver`). Named stabilized solvers are built with `error_norm`.
+    controller's. 'auto' uses the measured ρ·(t1 − t0) `rho_span` and λ₂·(t1 − t0)
+    `bulk_span` when given (`auto_solver`). Named stabilized solvers are built with `error_norm`.
     """
     error_norm = check_error_norm(error_norm)
     atol_ = 0.0 if atol is None else atol
     if isinstance(solver, str):
         requested = solver
-        name = auto_solver(rtol, rho_span) if solver == "auto" else solver
+        name = auto_solver(rtol, rho_span, bulk_span) if solver == "auto" else solver
         if name not in SOLVERS:
             raise ConfigError(
                 f"`solver` must be 'auto', one of {sorted(SOLVERS)} or a diffrax solver "
