@@ -43,8 +43,9 @@ AUTO_FOURTH_ORDER_MAX_RTOL = 1e-6
 #: One outlier or a stiff bulk? A stiff run's Hessian is sampled again after a pilot of
 #: `AUTO_PILOT_STEPS` gradient-descent steps of η = `AUTO_PILOT_STEP`/ρ(θ(0)) — the stiffest
 #: mode of θ(0) relaxed by 2⁻²⁰, physical time 10/ρ(θ(0)) — because a bulk may be a
-#: transient: on the multi-stage net (m = 200) every one of the 400 eigenvalues is ±13 … ±19
-#: for t ≤ 0.1 and, from t ≈ 0.3 on, one is 26–27 and the next ≤ 0.31. There
+#: transient: on the multi-stage net (m = 200) every one of the 400 eigenvalues at θ(0) has
+#: |λ| in [17.4, 18.9], 200 of each sign (t = 0.1: ±13.5 … ±13.7 at the ends); at t = 0.3
+#: one is 26.7 and the next 0.31, and so on to t = 20 (26–27 over ≤ 0.31). There
 #: `outlier_spectrum` gives the Hessian's two largest eigenvalues λ₁ ≥ λ₂ (Lanczos);
 #: λ₂·(t1 − t0) < `AUTO_STIFF_RHO_SPAN` is one outlier, which ETDRK4 integrates exactly
 #: (measured in `benchmarks/results/auto.md`). Below rtol 1e-6 the choice stays ROCK4.
