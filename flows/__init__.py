@@ -54,6 +54,7 @@ from ._solve.losses import logistic as logistic  # noqa: E402
 from ._solve.losses import squared_error as squared_error  # noqa: E402
 from ._solve.problem import Problem as Problem  # noqa: E402
 from ._solve.problem import make_problem as make_problem  # noqa: E402
+from ._solve.settings import measure_stiffness as measure_stiffness  # noqa: E402
 from ._solve.significance import loss_floors as loss_floors  # noqa: E402
 from ._solve.significance import (  # noqa: E402
     observable_resolutions as observable_resolutions,
@@ -171,6 +172,7 @@ __all__ = [
     "make_solver",
     "pid_controller",
     "outlier_spectrum",
+    "measure_stiffness",
     "spectral_radius",
     "steps_to_saves",
     "rkc_eval_counts",

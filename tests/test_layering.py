@@ -72,6 +72,7 @@ INTERNALS: dict[str, frozenset[str]] = {
         "tests/test_report_svg_math.py": {"flows._report"},
         "tests/test_rkc.py": {"flows._solvers"},
         "tests/test_significance.py": {"flows._cli", "flows._solve"},
+        "tests/test_solvers_auto.py": {"flows._solvers"},
         "tests/test_solvers_eserk.py": {"flows._solvers"},
         "tests/test_solvers_etd.py": {"flows._solvers"},
         "tests/test_solvers_krylov.py": {"flows._solvers"},

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import flows
-from flows._solve.settings import measure_stiffness
 from flows._solvers import AUTO_PILOT_STEP, AUTO_PILOT_STEPS, AUTO_STIFF_RHO_SPAN
 
 
@@ -116,7 +115,7 @@ def test_measure_stiffness_on_least_squares(eigenvalues, expect):
     products of 20 dimensions: exact), and the pick follows (two outliers: rank-1 ETDRK4
     would leave one in its remainder, so a stabilized solver)."""
     prob = least_squares(eigenvalues)
-    got = measure_stiffness(prob, 0.0, 20.0, 1e-4)
+    got = flows.measure_stiffness(prob, 0.0, 20.0, 1e-4)
     top, second = np.sort(eigenvalues)[-1], np.sort(eigenvalues)[-2]
     assert 0.9 * top <= got["rho"] <= top * (1 + 1e-9)
     if expect == "tsit5":  # ρT < 250: no pilot
@@ -127,6 +126,7 @@ def test_measure_stiffness_on_least_squares(eigenvalues, expect):
         assert got["bulk_span"] == pytest.approx(20.0 * got["bulk_rate"])
         assert got["pilot_time"] == pytest.approx(AUTO_PILOT_STEPS * AUTO_PILOT_STEP / got["rho"])
     assert flows.auto_solver(1e-4, got["rho_span"], got.get("bulk_span")) == expect
+    assert got["chosen"] == expect
 
 
 @pytest.mark.e2e  # two flow solves

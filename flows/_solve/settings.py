@@ -21,6 +21,7 @@ from .._solvers import (
     AUTO_STIFF_RHO_SPAN,
     IMPLICIT_SOLVERS,
     SolverChoice,
+    auto_solver,
     cached,
     check_error_norm,
     outlier_spectrum,
@@ -55,7 +56,10 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
     η = `AUTO_PILOT_STEP`/ρ: the Hessian's two largest eigenvalues λ₁, λ₂ there
     (`flows.outlier_spectrum`, 20 products: `outlier_rate`, `bulk_rate`) and λ₂·(t1 − t0)
     (`bulk_span`), whether the stiffness is one outlier. The pilot only samples the
-    Hessian; the run starts at θ(0)."""
+    Hessian; the run starts at θ(0). `chosen`: the pick at this rtol.
+
+    What `simulate` records as `config["solver_auto"]`; call it to see what 'auto' would
+    pick, and why, without running the flow."""
     key = ("stiffness", jax.tree_util.tree_structure(problem)) + tuple(
         (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
     )
@@ -70,15 +74,17 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
     rho = float(fn(problem))
     span = t1 - t0
     out: dict[str, float | str] = {"rho": rho, "rho_span": rho * span, "rtol": rtol}
+    bulk_span = None
     if rho * span >= AUTO_STIFF_RHO_SPAN:
         pilot, _ = cached(key + ("pilot",), lambda: jax.jit(_pilot_spectrum))
         eta = AUTO_PILOT_STEP / rho
         lam1, lam2 = (float(v) for v in pilot(problem, jnp.asarray(eta, problem.dtype)))
+        bulk_span = lam2 * span
         out |= {
             "pilot_time": AUTO_PILOT_STEPS * eta,
             "outlier_rate": lam1,
             "bulk_rate": lam2,
-            "bulk_span": lam2 * span,
+            "bulk_span": bulk_span,
         }
     out["rule"] = (
         f"tsit5 if rho*(t1-t0) < {AUTO_STIFF_RHO_SPAN:g}; else at rtol >= "
@@ -86,6 +92,7 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
         f"{AUTO_STIFF_RHO_SPAN:g} (one outlier, after {AUTO_PILOT_STEPS} gradient steps of "
         f"{AUTO_PILOT_STEP:g}/rho) else rkc; below it rock4"
     )
+    out["chosen"] = auto_solver(rtol, rho * span, bulk_span)
     return out
 
 
