@@ -152,3 +152,18 @@ def test_auto_on_the_multistage_net_sees_past_the_initial_bulk():
     size = max(float(np.max(np.abs(ref.param(k)))) for k in ("a", "w"))
     err = max(float(np.max(np.abs(tr.param(k) - ref.param(k)))) for k in ("a", "w"))
     assert err <= 3 * 1e-5 * size
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("not a problem", 0.0, 1.0, 1e-4), "flows.Problem"),
+        ((None, 1.0, 1.0, 1e-4), "t1"),
+        ((None, 0.0, 1.0, 2.0), "rtol"),
+    ],
+)
+def test_measure_stiffness_refuses_bad_input(args, words):
+    prob = least_squares(OUTLIER)
+    args = (prob if args[0] is None else args[0], *args[1:])
+    with pytest.raises(flows.ConfigError, match=words):
+        flows.measure_stiffness(*args)

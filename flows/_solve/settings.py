@@ -29,6 +29,7 @@ from .._solvers import (
     spectral_radius,
     steps_to_saves,
 )
+from .._validate import MIN_RTOL, as_tolerance
 from .arguments import (
     check_common,
     check_dt0,
@@ -36,6 +37,7 @@ from .arguments import (
     check_max_steps,
     check_observables,
     check_problem,
+    check_span,
     check_stop,
     save_times,
 )
@@ -59,7 +61,11 @@ def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> di
     Hessian; the run starts at θ(0). `chosen`: the pick at this rtol.
 
     What `simulate` records as `config["solver_auto"]`; call it to see what 'auto' would
-    pick, and why, without running the flow."""
+    pick, and why, without running the flow. Raises `ConfigError` for a `problem` that is
+    not a `flows.Problem`, t1 ≤ t0, or an rtol outside (eps, 1)."""
+    problem = check_problem(problem)
+    t0, t1 = check_span(t0, t1)
+    rtol = as_tolerance("rtol", rtol, example="1e-6", floor=MIN_RTOL)
     key = ("stiffness", jax.tree_util.tree_structure(problem)) + tuple(
         (v.shape, v.dtype) for v in jax.tree_util.tree_leaves(problem)
     )
