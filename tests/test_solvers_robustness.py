@@ -1,6 +1,7 @@
 """Robustness of `flows.simulate`'s solves: the first step is the toolkit's,
 chosen from the spectral radius at θ(0) and the tolerances, not diffrax's 0.01."""
 
+import diffrax
 import numpy as np
 import pytest
 
@@ -206,4 +207,47 @@ def test_a_dense_jacobian_that_cannot_fit_is_refused_before_compiling(monkeypatc
     assert flows.simulate(problem, t1=0.1, solver="tsit5").stats.result.value == "successful"
     monkeypatch.setattr(settings, "physical_memory", lambda: 2**40)
     choice = resolve_solver("kvaerno5", 1e-6, 1e-9, p, problem.dtype)
-    settings.check_dense_jacobian(problem, choice)  # fits: no refusal
+    assert settings.fit_dense_jacobian(problem, choice) is choice  # fits at once: as it is
+
+
+def test_a_dense_jacobian_too_large_at_once_is_formed_in_chunks(monkeypatch):
+    """Where all P tangents at once do not fit but a few columns at a time do, kvaerno5 runs
+    with `ChunkedLU` (chunk sized to the memory) instead of being refused, and takes the
+    same steps to the same θ as the run that formed the matrix at once (the oracle: same
+    matrix, same LU)."""
+    import flows._solve.settings as settings
+    from flows._solvers import ChunkedLU, resolve_solver
+    from flows.models import TwoLayer
+
+    x = np.linspace(-1.0, 1.0, 50)[:, None]
+    problem = flows.make_problem(
+        TwoLayer(m=40, d=1, alpha=1.0), flows.from_arrays(x, np.tanh(x[:, 0])), key=0
+    )
+    p = problem.n_params
+    kw = dict(t1=2.0, rtol=1e-6, atol=1e-9, save_params="all", n_save=5)
+    at_once = flows.simulate(problem, solver="kvaerno5", **kw)
+    column = max(settings.tangent_bytes(problem), 8 * p)
+    total = (
+        3 * 8 * p * p + 8.5 * settings.JACOBIAN_TANGENT_FACTOR * column
+    ) / settings.MEMORY_SHARE
+    monkeypatch.setattr(settings, "physical_memory", lambda: total)
+    choice = settings.fit_dense_jacobian(
+        problem, resolve_solver("kvaerno5", 1e-6, 1e-9, p, problem.dtype)
+    )
+    linear = choice.solver.root_finder.linear_solver
+    assert isinstance(linear, ChunkedLU) and linear.chunk == 8 and choice.name == "kvaerno5"
+    chunked = flows.simulate(problem, solver="kvaerno5", **kw)
+    assert chunked.config["solver_settings"] != at_once.config["solver_settings"]
+    assert chunked.stats.steps == at_once.stats.steps
+    for k in ("a", "w"):
+        np.testing.assert_allclose(chunked.param(k), at_once.param(k), rtol=1e-12, atol=1e-14)
+    # a dense implicit solver given as an object is fitted the same way
+    user = flows.simulate(problem, solver=diffrax.Kvaerno5(), **kw)
+    settings_ = user.config["solver_settings"]["root_finder"]["settings"]
+    assert settings_["linear_solver"]["class"] == "ChunkedLU"
+    # one whose linear solver cannot be chunked is refused, naming the way out
+    import lineax as lx
+
+    qr = diffrax.Kvaerno5(root_finder=diffrax.VeryChord(1e-6, 1e-9, linear_solver=lx.QR()))
+    with pytest.raises(flows.ConfigError, match=r"\(QR\) is not one the toolkit can form"):
+        flows.simulate(problem, solver=qr, **kw)

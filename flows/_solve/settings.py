@@ -19,15 +19,17 @@ from .._solvers import (
     AUTO_PILOT_STEP,
     AUTO_PILOT_STEPS,
     AUTO_STIFF_RHO_SPAN,
-    IMPLICIT_SOLVERS,
     SolverChoice,
     auto_solver,
     cached,
     check_error_norm,
+    is_matrix_free,
     outlier_spectrum,
     resolve_solver,
+    solver_key,
     spectral_radius,
     steps_to_saves,
+    with_chunked_jacobian,
 )
 from .._validate import MIN_RTOL, as_tolerance
 from .arguments import (
@@ -47,7 +49,7 @@ from .flow import FlowSettings, flow_config
 from .problem import Problem
 from .resources import MEMORY_SHARE, physical_memory
 
-__all__ = ["KINKS_WARNING", "RunSettings", "check_dense_jacobian", "measure_stiffness"]
+__all__ = ["KINKS_WARNING", "RunSettings", "fit_dense_jacobian", "measure_stiffness"]
 
 
 def measure_stiffness(problem: Problem, t0: float, t1: float, rtol: float) -> dict:
@@ -116,36 +118,84 @@ def _pilot_spectrum(prob: Problem, eta):
     )
 
 
-def check_dense_jacobian(problem: Problem, choice: SolverChoice) -> None:
-    """Refuse (`ConfigError`) an implicit solver with a dense Jacobian (`IMPLICIT_SOLVERS`)
-    whose Jacobian cannot be formed here: it is built by pushing all P tangents through the
-    field at once, so it needs about P × (the working memory of one gradient, measured from
-    its compiled program) + 8·P² bytes — at m = n = 1000 on the multistage net, 30 GiB for
-    a 32 MB Jacobian. Nothing is refused where the platform does not say its memory or the
-    gradient's program does not report its own."""
-    if choice.name not in IMPLICIT_SOLVERS:
-        return
+#: Columns of a dense Jacobian formed at once where all of them do not fit (`ChunkedLU`).
+#: Measured on the multi-stage net at m = n = 1000 (a loaded 2-core machine): 7–9 ms a
+#: column for batches of 4 … 32 Jacobian-vector products, 17 ms for 64 (one jvp alone:
+#: 3.8–16 ms); larger batches only hold more memory.
+MAX_JACOBIAN_CHUNK = 32
+#: A column's working memory in units of one gradient's (`tangent_bytes`): a tangent pushed
+#: through the linearised field holds its own copies of the n × m intermediates. Measured
+#: at m = n = 1000 (2000 parameters): 1170 columns sized by one gradient's memory (16 MiB)
+#: asked for more than 20 GiB and were killed for memory.
+JACOBIAN_TANGENT_FACTOR = 4
+
+
+def fit_dense_jacobian(problem: Problem, choice: SolverChoice) -> SolverChoice:
+    """An implicit solver with a dense Jacobian (named in `IMPLICIT_SOLVERS` or given as an
+    object: every implicit solver that is not matrix-free) fitted to this machine's memory.
+    lineax forms the P × P Jacobian by pushing all P tangents through the field at once:
+    about P × (the working memory of one gradient, measured from its compiled program) +
+    8·P² bytes — at m = n = 1000 on the multi-stage net, 30 GiB for a 32 MB matrix. Where
+    that fits, `choice` as it is; where it does not, the same solver with `ChunkedLU`: the
+    matrix formed `chunk` columns at a time (at most `MAX_JACOBIAN_CHUNK`), as many as
+    `MEMORY_SHARE` of the memory allows at `JACOBIAN_TANGENT_FACTOR` gradients' memory
+    each, beside three copies of the matrix (its columns, its transpose, its LU). Refused
+    (`ConfigError`) where not even one column fits, or where the solver's linear solver
+    cannot be chunked (lineax's automatic choice and `LU` can). Nothing is changed where
+    the platform does not say its memory or the gradient's program does not report its
+    own."""
+    if not choice.implicit or is_matrix_free(choice.solver):
+        return choice
     total = physical_memory()
     if total is None:
-        return
+        return choice
+    per_tangent = tangent_bytes(problem)
+    if per_tangent is None:
+        return choice
+    p = int(problem.n_params)
+    itemsize = np.dtype(problem.dtype).itemsize
+    column = max(per_tangent, itemsize * p)
+    matrix = itemsize * p * p
+    budget = MEMORY_SHARE * total
+    if p * column + matrix <= budget:
+        return choice
+    chunk = min(
+        MAX_JACOBIAN_CHUNK, int((budget - 3 * matrix) // (JACOBIAN_TANGENT_FACTOR * column))
+    )
+    solver = with_chunked_jacobian(choice.solver, chunk) if chunk >= 1 else None
+    if solver is None and chunk >= 1:
+        root = getattr(choice.solver, "root_finder", None)
+        linear = type(getattr(root, "linear_solver", None)).__name__
+        raise ConfigError(
+            f"solver {choice.name!r} forms the dense {p} × {p} Jacobian of the field with "
+            f"all {p} tangents at once (about {(p * column + matrix) / 2**30:.3g} GiB; this "
+            f"machine has {total / 2**30:.3g} GiB), and its linear solver ({linear}) is not "
+            "one the toolkit can form in chunks. Use 'kvaerno5' (chunked where needed), "
+            "'kvaerno5-cg' (matrix-free), 'rkc' or 'rock4'."
+        )
+    if solver is None:
+        raise ConfigError(
+            f"solver {choice.name!r} forms the dense {p} × {p} Jacobian of the field "
+            f"({matrix / 2**20:.3g} MiB, three copies) from tangents of "
+            f"{per_tangent / 2**20:.3g} MiB each: not even one at a time fits in "
+            f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.3g} GiB. Use 'kvaerno5-cg' "
+            "(matrix-free Newton–Krylov), 'rkc' or 'rock4' (stabilized explicit), or a "
+            "problem with fewer parameters."
+        )
+    return dataclasses.replace(choice, solver=solver, key=solver_key(solver))
+
+
+def tangent_bytes(problem: Problem) -> int | None:
+    """The working memory of one gradient of `problem` (bytes, from its compiled program's
+    memory analysis): what each tangent pushed through the field costs when a Jacobian is
+    formed. None where the platform does not report it."""
     dynamic, static = eqx.partition(problem, eqx.is_array)
     try:
         grad = jax.jit(lambda d, th: eqx.combine(d, static).grad(th))
         analysis = grad.lower(dynamic, problem.theta0).compile().memory_analysis()
-        per_tangent = int(analysis.temp_size_in_bytes)  # type: ignore[union-attr]
+        return int(analysis.temp_size_in_bytes)  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - no estimate: the solve itself will say
-        return
-    p = int(problem.n_params)
-    itemsize = np.dtype(problem.dtype).itemsize
-    need = p * max(per_tangent, itemsize * p) + itemsize * p * p
-    if need > MEMORY_SHARE * total:
-        raise ConfigError(
-            f"solver {choice.name!r} forms the dense {p} × {p} Jacobian of the field by "
-            f"pushing all {p} tangents through it at once: about {need / 2**30:.3g} GiB here "
-            f"({per_tangent / 2**20:.3g} MiB per tangent); this machine has "
-            f"{total / 2**30:.3g} GiB. Use 'kvaerno5-cg' (matrix-free Newton–Krylov), 'rkc' "
-            "or 'rock4' (stabilized explicit), or a problem with fewer parameters."
-        )
+        return None
 
 
 #: What `simulate` says when the model's activation has kinks (ReLU, leaky ReLU).
@@ -220,7 +270,7 @@ class RunSettings:
             error_norm=error_norm,
             bulk_span=None if auto is None else auto.get("bulk_span"),
         )
-        check_dense_jacobian(problem, choice)
+        choice = fit_dense_jacobian(problem, choice)
         if count_evals not in (True, False, "auto"):
             raise ConfigError(f"`count_evals` must be True, False or 'auto'; got {count_evals!r}.")
         return problem, cls(

@@ -13,6 +13,7 @@ the Hessian's outlier as its linear part); `_krylov` (EXPRB43/32, not named). Re
 """
 
 from ._eserk import ESERK4
+from ._implicit import ChunkedLU, is_matrix_free, with_chunked_jacobian
 from ._rkc import RKC2
 from ._rock import ROCK4
 from ._stabilized import (
@@ -73,11 +74,14 @@ from .registry import (
 )
 
 __all__ = [
+    "ChunkedLU",
     "ERROR_NORMS",
     "AbstractStabilizedSolver",
     "EVAL_COUNTER",
     "EvalCounter",
     "cached",
+    "is_matrix_free",
+    "with_chunked_jacobian",
     "AUTO_FOURTH_ORDER_MAX_RTOL",
     "AUTO_PILOT_STEP",
     "AUTO_PILOT_STEPS",

@@ -17,6 +17,8 @@ then fails, the step is rejected and h shrinks until the matrix is positive defi
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +33,7 @@ import optimistix as optx
 from .record import SolverRecord
 
 __all__ = [
+    "ChunkedLU",
     "HessianCG",
     "StepChord",
     "StepNewton",
@@ -39,6 +42,7 @@ __all__ = [
     "matrix_free_kvaerno5",
     "newton_kvaerno5",
     "reports_products_to",
+    "with_chunked_jacobian",
 ]
 
 
@@ -156,6 +160,103 @@ class HessianCG(lx.AbstractLinearSolver):
 
     def allow_dependent_rows(self, operator):
         return False
+
+
+def _ravel(tree):
+    """(flat vector, unravel) with the leaves in `tree_leaves` order, each row-major — the
+    order of lineax's own dense matrices."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    shapes = [jnp.shape(x) for x in leaves]
+    dtypes = [jnp.result_type(x) for x in leaves]
+    sizes = [math.prod(sh) for sh in shapes]
+    dtype = jnp.result_type(*leaves)
+    flat = jnp.concatenate([jnp.reshape(x, -1).astype(dtype) for x in leaves])
+
+    def unravel(v):
+        parts = jnp.split(v, list(itertools.accumulate(sizes))[:-1])
+        return jax.tree_util.tree_unflatten(
+            treedef,
+            [x.reshape(sh).astype(dt) for x, sh, dt in zip(parts, shapes, dtypes, strict=True)],
+        )
+
+    return flat, unravel
+
+
+class ChunkedLU(lx.AbstractLinearSolver):
+    """LU on the dense matrix of an operator, the matrix formed `chunk` columns at a time:
+    `chunk` products A eᵢ (one Jacobian-vector product each, `jax.vmap`ped) per pass of a
+    `lax.map` over the columns, so the working memory is `chunk` tangents through the field
+    instead of all P — lineax's `LU` forms it with all P tangents at once (on the
+    multi-stage net at m = n = 1000, 30 GiB for a 32 MB matrix). Then as `lineax.LU`: one
+    factorization (`jax.scipy.linalg.lu_factor`), a triangular solve per right-hand side.
+
+    For square operators whose input and output have the same structure (the Jacobian of a
+    root function g: Y → Y, as in diffrax's implicit stages). Not differentiable (no
+    `transpose`): diffrax stops gradients through its linear solves' state.
+
+    **Fields:** `chunk` (≥ 1; `flows.simulate` sizes it to the memory at hand,
+    `flows._solve.settings.fit_dense_jacobian`).
+    """
+
+    chunk: int = eqx.field(static=True)
+
+    def __check_init__(self):
+        if not (isinstance(self.chunk, int) and self.chunk >= 1):
+            raise ValueError(f"ChunkedLU `chunk` must be an integer ≥ 1; got {self.chunk!r}.")
+
+    def init(self, operator, options: dict[str, Any]):
+        del options
+        ins, outs = operator.in_structure(), operator.out_structure()
+        if jax.tree_util.tree_structure(ins) != jax.tree_util.tree_structure(outs) or any(
+            a.shape != b.shape
+            for a, b in zip(
+                jax.tree_util.tree_leaves(ins), jax.tree_util.tree_leaves(outs), strict=True
+            )
+        ):
+            raise ValueError("ChunkedLU needs an operator whose input and output match.")
+        zero, unravel = _ravel(jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), ins))
+        n = zero.size
+        k = min(self.chunk, n)
+        blocks = -(-n // k)
+
+        def columns(b):  # A e_i for the k columns i = b k … b k + k − 1 (rows past n: 0)
+            idx = b * k + jnp.arange(k)
+            basis = jax.nn.one_hot(idx, n, dtype=zero.dtype)
+            return jax.vmap(lambda e: _ravel(operator.mv(unravel(e)))[0])(basis)
+
+        cols = jax.lax.map(columns, jnp.arange(blocks)).reshape(blocks * k, n)[:n]
+        return jax.scipy.linalg.lu_factor(cols.T)
+
+    def compute(self, state, vector, options: dict[str, Any]):
+        del options
+        b, unravel = _ravel(vector)
+        x = jax.scipy.linalg.lu_solve(state, b)
+        return unravel(x), lx.RESULTS.successful, {}
+
+    def transpose(self, state, options):
+        raise NotImplementedError("ChunkedLU is not differentiable (no transpose).")
+
+    def conj(self, state, options):
+        return state, options  # real
+
+    def assume_full_rank(self):
+        return True
+
+    def allow_dependent_columns(self, operator):
+        return False
+
+    def allow_dependent_rows(self, operator):
+        return False
+
+
+def with_chunked_jacobian(solver, chunk: int):
+    """`solver` (an implicit diffrax solver whose root finder forms the dense Jacobian with
+    lineax's automatic choice or `LU`) with its linear solver replaced by `ChunkedLU(chunk)`;
+    None for any other solver."""
+    ls = getattr(getattr(solver, "root_finder", None), "linear_solver", None)
+    if not isinstance(ls, lx.AutoLinearSolver | lx.LU):
+        return None
+    return eqx.tree_at(lambda s: s.root_finder.linear_solver, solver, ChunkedLU(chunk=chunk))
 
 
 def _is_flow_with_energy(vector) -> bool:
