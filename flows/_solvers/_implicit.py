@@ -53,7 +53,23 @@ __all__ = [
 CG_MAX_STEPS = 1000
 
 
-class HessianCG(lx.AbstractLinearSolver):
+class _AbstractRealFullRank(lx.AbstractLinearSolver):
+    """What lineax asks of a solver for real, square, nonsingular systems."""
+
+    def conj(self, state, options):
+        return state, options  # real
+
+    def assume_full_rank(self):
+        return True
+
+    def allow_dependent_columns(self, operator):
+        return False
+
+    def allow_dependent_rows(self, operator):
+        return False
+
+
+class HessianCG(_AbstractRealFullRank):
     """Conjugate gradients for the Newton matrix A = I − γ h J of a gradient flow (J = −∇²L
     symmetric), one Jacobian-vector product (a Hessian-vector product) per iteration, that
     **stops at the first direction of non-positive curvature** pᵀAp ≤ 0 — A is indefinite
@@ -149,18 +165,6 @@ class HessianCG(lx.AbstractLinearSolver):
     def transpose(self, state, options):
         return state, options  # symmetric
 
-    def conj(self, state, options):
-        return state, options  # real
-
-    def assume_full_rank(self):
-        return True
-
-    def allow_dependent_columns(self, operator):
-        return False
-
-    def allow_dependent_rows(self, operator):
-        return False
-
 
 def _ravel(tree):
     """(flat vector, unravel) with the leaves in `tree_leaves` order, each row-major — the
@@ -182,7 +186,7 @@ def _ravel(tree):
     return flat, unravel
 
 
-class ChunkedLU(lx.AbstractLinearSolver):
+class ChunkedLU(_AbstractRealFullRank):
     """LU on the dense matrix of an operator, the matrix formed `chunk` columns at a time:
     `chunk` products A eᵢ (one Jacobian-vector product each, `jax.vmap`ped) per pass of a
     `lax.map` over the columns, so the working memory is `chunk` tangents through the field
@@ -235,18 +239,6 @@ class ChunkedLU(lx.AbstractLinearSolver):
 
     def transpose(self, state, options):
         raise NotImplementedError("ChunkedLU is not differentiable (no transpose).")
-
-    def conj(self, state, options):
-        return state, options  # real
-
-    def assume_full_rank(self):
-        return True
-
-    def allow_dependent_columns(self, operator):
-        return False
-
-    def allow_dependent_rows(self, operator):
-        return False
 
 
 def with_chunked_jacobian(solver, chunk: int):
